@@ -1,0 +1,250 @@
+"""The ``darwin-memo`` command line: a thin adapter over the library.
+
+Each command parses its flags, calls the library, and prints. Library errors
+(``DarwinMemoError``) become one ``error: ...`` line on stderr and exit code 1;
+usage errors exit 2. Nothing prints a traceback unless ``DARWIN_MEMO_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .errors import DarwinMemoError
+from .types import EntryKind
+
+__all__ = ["main"]
+
+MAX_QUERY_CHARS = 20_000
+DEMO_SEED = 11
+POISON_SOURCE = "forum-post"
+
+
+class CliError(DarwinMemoError):
+    """A problem with what was asked of the command line."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def _query_text(text: str) -> str:
+    if "\x00" in text:
+        raise CliError("the query contains a NUL byte; pass plain text")
+    if len(text) > MAX_QUERY_CHARS:
+        raise CliError(
+            f"the query is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
+        )
+    return text
+
+
+# -- demo ---------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .encode import LocalEncoder, demo_corpus
+    from .environments import StorageEnv
+    from .protocol import QueryProtocol
+    from .store import MemoryStore
+    from .survival import SurvivalConfig, SurvivalLoop, death_cause
+
+    store = MemoryStore()
+    for entry in LocalEncoder().encode(demo_corpus()):
+        store.add(entry)
+    poisoned = {e.id for e in store.alive() if POISON_SOURCE in e.sources}
+    print(
+        f"darwin-memo demo: {len(store)} entries encoded from the demo corpus "
+        f"({len(poisoned)} from the poisoned forum post); seed {args.seed}, "
+        f"{args.cycles} cycles of StorageEnv"
+    )
+    probe = "Is it safe to delete the file store-0.db (a database file under data/)?"
+    before = QueryProtocol(store).answer(probe)
+    print(f"\nBefore selection, memory is asked: {probe}")
+    print(f"  it answers: {before.text or '(silent)'}")
+    with StorageEnv(seed=args.seed) as env:
+        loop = SurvivalLoop(store, env, config=SurvivalConfig(cycles=args.cycles))
+        report = loop.run()
+    print()
+    print(report.summary())
+    print("\nSurvivors:")
+    for e in sorted(store.alive(), key=lambda e: -e.energy):
+        print(f"  {e.energy:5.2f}  [{e.kind.value}] {e.answer[:90]}")
+    if not len(store):
+        print("  (none)")
+    print("\nGraveyard:")
+    by_cause: dict[str, list[str]] = {"executed": [], "starved": [], "merged": []}
+    for e in store.graveyard():
+        cause = death_cause(e, poisoned, loop.merged_away)
+        by_cause.setdefault(cause, []).append(e.answer)
+    for cause, answers in by_cause.items():
+        print(f"  {cause}: {len(answers)}")
+        for text in answers[:4]:
+            print(f"    - {text[:86]}")
+        if len(answers) > 4:
+            print(f"    ... and {len(answers) - 4} more")
+    after = QueryProtocol(store).answer(probe)
+    print(f"\nAfter selection, the same question gets: {after.text or '(silence: keep the file)'}")
+    if args.out:
+        store.save(args.out)
+        print(f"Survivor store written to {args.out}")
+    alive_poison = sum(1 for e in store.alive() if POISON_SOURCE in e.sources)
+    print(f"\nPoisoned entries still alive: {alive_poison}")
+    return 0
+
+
+# -- encode / query / stats ---------------------------------------------------
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    from .encode import Document, LocalEncoder
+    from .store import MemoryStore
+
+    docs = []
+    for name in args.documents:
+        path = Path(name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CliError(f"{path}: no such file") from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+            raise CliError(f"{path}: cannot read it as UTF-8 text ({type(exc).__name__})") from None
+        docs.append(Document(path.stem, text))
+    out = Path(args.out)
+    store = MemoryStore.load(out) if out.exists() else MemoryStore()
+    entries = LocalEncoder().encode(docs)
+    for entry in entries:
+        store.add(entry)
+    store.save(out)
+    print(f"Encoded {len(entries)} entries from {len(docs)} documents -> {out}")
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.kind.value] = counts.get(e.kind.value, 0) + 1
+    for kind, n in sorted(counts.items()):
+        print(f"  {kind}: {n}")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .protocol import QueryProtocol
+    from .store import MemoryStore
+
+    question = _query_text(args.question)
+    store = MemoryStore.load(args.memory)
+    answer = QueryProtocol(store).answer(
+        question, half_life=args.half_life, kind=args.kind, source=args.source
+    )
+    if not answer.text:
+        print("(memory is silent: no entry clears the relevance floor)")
+        return 0
+    print(answer.annotated_text or answer.text)
+    if answer.deciding_entry:
+        decider = store.get(answer.deciding_entry)
+        if decider is not None:
+            print(f"\ndeciding entry: [{decider.kind.value}] {decider.question}")
+            print(f"sources: {', '.join(decider.sources) or '(none)'}")
+    elif answer.supporting_entries:
+        print(f"\ncited entries: {', '.join(answer.supporting_entries)}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .store import MemoryStore
+
+    store = MemoryStore.load(args.memory)
+    print(f"alive: {len(store)}  graveyard: {store.dead_count()}")
+    print(f"total energy: {store.total_energy():.3f}")
+    shares = store.energy_share_by_kind()
+    if shares:
+        print("energy share by kind:")
+        for kind, share in sorted(shares.items(), key=lambda kv: -kv[1]):
+            print(f"  {kind:<13} {share:6.1%}")
+    top = sorted(store.alive(), key=lambda e: (-e.energy, e.id))[:5]
+    if top:
+        print("top entries:")
+        for e in top:
+            print(f"  {e.energy:6.3f}  {e.id}  [{e.kind.value}] {e.question[:70]}")
+    return 0
+
+
+# -- wiring -------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="darwin-memo",
+        description="Memory for LLM agents that dies unless it earns its keep.",
+    )
+    parser.add_argument("--version", action="version", version=f"darwin-memo {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("demo", help="watch a poisoned entry go extinct (offline)")
+    p.add_argument("--cycles", type=_non_negative_int, default=30, help="cycles to run (30)")
+    p.add_argument("--seed", type=int, default=DEMO_SEED, help=f"world seed ({DEMO_SEED})")
+    p.add_argument("-o", "--out", help="write the survivor store to this file")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("encode", help="encode documents into a memory store")
+    p.add_argument("documents", nargs="+", help="UTF-8 text files (doc id = file stem)")
+    p.add_argument("-o", "--out", default="memory.json", help="store to write (memory.json)")
+    p.set_defaults(func=cmd_encode)
+
+    kinds = [k.value for k in EntryKind]
+    p = sub.add_parser("query", help="ask a store a question, with provenance")
+    p.add_argument("memory", help="store file")
+    p.add_argument("question")
+    p.add_argument("--half-life", type=_positive_float, help="recency half-life in ticks")
+    p.add_argument("--kind", choices=kinds, help="only entries of this kind")
+    p.add_argument("--source", help="only entries with this source")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("stats", help="population, energy and the top entries of a store")
+    p.add_argument("memory", help="store file")
+    p.set_defaults(func=cmd_stats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.func(args)
+        return result
+    except DarwinMemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback, unless debugging
+        if os.environ.get("DARWIN_MEMO_DEBUG"):
+            raise
+        print(
+            f"error: unexpected {type(exc).__name__}: {exc} "
+            "(set DARWIN_MEMO_DEBUG=1 for a traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return 1

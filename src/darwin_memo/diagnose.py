@@ -1,0 +1,85 @@
+"""Naming the ways a selection run degenerates.
+
+Three failure modes look identical from the outside (the whole population
+starving around tick 20 with every delta at zero). ``selection_findings`` tells
+the first two apart from counts alone; the store-level ``doctor`` builds on the
+same thresholds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = [
+    "MIN_DEATHS",
+    "MIN_DECIDES",
+    "MIN_QUIET_TICKS",
+    "MIN_SETTLES",
+    "SILENCE_LIMIT",
+    "STALE_TICKET_TICKS",
+    "STARVED_SHARE",
+    "Finding",
+    "selection_findings",
+]
+
+SILENCE_LIMIT = 0.8
+MIN_DECIDES = 10
+MIN_SETTLES = 5
+STALE_TICKET_TICKS = 50
+MIN_DEATHS = 3
+STARVED_SHARE = 0.5
+MIN_QUIET_TICKS = 10
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis: what is wrong, the evidence, and what to do."""
+
+    code: str
+    severity: str  # "error" | "warn"
+    summary: str
+    evidence: str
+    fix: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def selection_findings(
+    *, decides: int, silent: int, nonzero_outcomes: int, settles: int
+) -> list[Finding]:
+    """Degenerate-run findings from totals; at most one, the first rule that fires."""
+    if decides >= MIN_DECIDES and silent / decides > SILENCE_LIMIT:
+        return [
+            Finding(
+                code="silent_majority",
+                severity="error",
+                summary=(
+                    f"memory was silent on {silent}/{decides} decisions: task phrasing likely "
+                    "does not lexically overlap the corpus (see min_coverage), so nothing can "
+                    "earn energy"
+                ),
+                evidence=f"{silent} of {decides} decisions found no entry above the floor",
+                fix=(
+                    "phrase tasks in the corpus's words, lower LexicalRetriever(min_coverage=...), "
+                    "or use an EmbeddingRetriever"
+                ),
+            )
+        ]
+    if settles >= MIN_SETTLES and nonzero_outcomes == 0:
+        return [
+            Finding(
+                code="env_never_paid",
+                severity="error",
+                summary=(
+                    f"none of {settles} settlements carried an outcome: the environment never "
+                    "paid out"
+                ),
+                evidence=f"{settles} settlements, 0 with a non-zero delta",
+                fix=(
+                    "check that verify() reads your answers (decision_polarity's vocabulary: "
+                    "pass extra_positive/extra_negative markers for your verbs)"
+                ),
+            )
+        ]
+    return []

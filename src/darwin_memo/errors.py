@@ -1,0 +1,51 @@
+"""Errors raised by darwin-memo.
+
+One root, so callers can catch everything the package raises on purpose::
+
+    DarwinMemoError
+    ├── StoreError              a store could not be read or written
+    │   ├── StoreFormatError    (also ValueError) the file is not a darwin-memo store
+    │   ├── StoreLockedError    (also RuntimeError) another process holds the store
+    │   └── StoreNotFound       (also FileNotFoundError) no store at that path
+    └── EntryNotFound           (also KeyError) no entry with that id
+
+Messages say what happened and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DarwinMemoError",
+    "EntryNotFound",
+    "StoreError",
+    "StoreFormatError",
+    "StoreLockedError",
+    "StoreNotFound",
+]
+
+
+class DarwinMemoError(Exception):
+    """Root of every error darwin-memo raises on purpose."""
+
+
+class StoreError(DarwinMemoError):
+    """A store could not be read or written."""
+
+
+class StoreFormatError(StoreError, ValueError):
+    """The file is not a valid darwin-memo store (nothing was written to it)."""
+
+
+class StoreLockedError(StoreError, RuntimeError):
+    """Another process holds the store's lock and did not release it in time."""
+
+
+class EntryNotFound(DarwinMemoError, KeyError):
+    """No living or dead entry has that id."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want the message as written
+        return str(self.args[0]) if self.args else "entry not found"
+
+
+class StoreNotFound(StoreError, FileNotFoundError):
+    """The store file does not exist (and this operation does not create one)."""

@@ -1,0 +1,147 @@
+"""Reading and writing JSON store files safely.
+
+Writes are atomic: a sibling temporary file is written, flushed and fsynced,
+then renamed over the target, and the directory is fsynced, so a crash leaves
+either the old file or the new one, never half of each. New files are created
+private (0600); an existing file keeps its permissions. Non-finite numbers are
+refused (JSON has none, and JavaScript hosts cannot parse ``Infinity``).
+
+``store_lock`` serializes processes on a ``NAME.lock`` sidecar. Unlike the
+published package, a contended lock is waited for (up to ``timeout`` seconds)
+instead of failing at once, and only then raises ``StoreLockedError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreFormatError, StoreLockedError, StoreNotFound
+
+try:  # POSIX only; elsewhere the lock is a no-op, as documented
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "StoreLockedError",
+    "read_json",
+    "store_lock",
+    "write_json_atomic",
+]
+
+#: Seconds a writer waits for another process to release the store.
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+
+def lock_path(path: str | Path) -> Path:
+    p = Path(path)
+    return p.with_name(p.name + ".lock")
+
+
+@contextlib.contextmanager
+def store_lock(path: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the store's sidecar lock, waiting up to ``timeout`` seconds for it."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    lp = lock_path(path)
+    if not lp.parent.is_dir():
+        raise StoreNotFound(f"{Path(path)}: the directory {lp.parent} does not exist")
+    fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"{path} is still locked by another darwin-memo process after "
+                        f"{timeout:g} s ({lp}); retry when it has finished"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def read_json(path: str | Path) -> Any:
+    """Decode a JSON file, with one-line errors that name the file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise StoreNotFound(f"{p}: no such store file") from None
+    except IsADirectoryError:
+        raise StoreFormatError(f"{p} is a directory, not a store file") from None
+    except PermissionError:
+        raise StoreFormatError(f"{p}: permission denied reading the store") from None
+    if not raw.strip():
+        raise StoreFormatError(f"{p} is not a valid darwin-memo store: the file is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreFormatError(
+            f"{p} is not a valid darwin-memo store: not UTF-8 text (byte {exc.start})"
+        ) from None
+    try:
+        # Infinity/NaN are accepted on read (old files may hold them) and refused per entry.
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreFormatError(
+            f"{p} is not a valid darwin-memo store: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}"
+        ) from None
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Write ``payload`` as indented JSON, atomically; never writes NaN or Infinity."""
+    p = Path(path)
+    try:
+        data = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise StoreFormatError(f"refusing to write {p}: {exc}") from None
+    mode = 0o600
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(p).st_mode & 0o777
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(p.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

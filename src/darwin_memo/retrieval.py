@@ -1,0 +1,360 @@
+"""Retrieval: which entries are relevant to a query, and how relevant.
+
+A retriever scores relevance only. It never reads an entry's energy: selection
+pressure must come from measured outcomes, not from retrieval preferring the
+incumbents. The store breaks exact score ties by energy, and that is all.
+
+Three retrievers ship:
+
+* ``LexicalRetriever`` (the default): smoothed-IDF overlap between the query's
+  tokens and an entry's tokens, with a coverage floor. An entry must hold at
+  least ``min_coverage`` of the query's IDF mass or memory stays silent.
+* ``EmbeddingRetriever``: cosine similarity over vectors from any
+  ``text -> list[float]`` callable, with a similarity floor. Vectors are cached
+  by entry id and persisted with the store, so paid embeddings are computed once.
+* ``HashingEmbedder``: a dependency-free embedding (hashed character n-grams)
+  for typo and morphology robustness.
+
+Tokenization keeps the published behaviour for ASCII text exactly and extends it
+to every script: runs of letters outside ASCII are tokens too, and scripts
+written without spaces (Chinese, Japanese, Thai, ...) are split into character
+bigrams, so an entry asked back in its own words is always found.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .types import MemoryEntry
+
+__all__ = [
+    "EMBEDDING_MERGE_THRESHOLD",
+    "STOPWORDS",
+    "EmbeddingFn",
+    "EmbeddingRetriever",
+    "HashingEmbedder",
+    "LexicalRetriever",
+    "Retriever",
+    "tokenize",
+]
+
+#: Recommended merge/conflict floor for cosine retrievers (Jaccard uses 0.55).
+EMBEDDING_MERGE_THRESHOLD = 0.85
+
+STOPWORDS = frozenset(
+    (
+        "a an and are as at be by for from has have in is it of on or that the this these "
+        "those to was were will with what which who how when where why does do under over "
+        "after before during between within against but if then than so may might must "
+        "should could would"
+    ).split()
+)
+
+# ASCII part identical to the published tokenizer ([a-z0-9.*]+); any other letter
+# or digit (category L*, M*, N*) extends a run.
+_RUN = re.compile(r"(?:[a-z0-9.*]|[^\x00-\x7f])+")
+
+
+def _unspaced(ch: str) -> bool:
+    """Characters of scripts written without spaces between words."""
+    cp = ord(ch)
+    return (
+        0x2E80 <= cp <= 0x9FFF  # CJK radicals, kana, CJK unified ideographs
+        or 0xAC00 <= cp <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= cp <= 0xFAFF  # CJK compatibility ideographs
+        or 0x20000 <= cp <= 0x2FA1F  # CJK extensions
+        or 0x0E00 <= cp <= 0x0EFF  # Thai, Lao
+        or 0x1000 <= cp <= 0x109F  # Myanmar
+        or 0x1780 <= cp <= 0x17FF  # Khmer
+    )
+
+
+def _word_char(ch: str) -> bool:
+    if ch < "\x80":
+        return True  # the regex already limited ASCII to [a-z0-9.*]
+    cat = unicodedata.category(ch)
+    return cat[0] in "LMN"
+
+
+def _split_run(run: str) -> Iterable[str]:
+    """Split a non-ASCII run into word tokens and bigrams of unspaced scripts."""
+    piece: list[str] = []
+    unspaced: list[str] = []
+
+    def flush_unspaced() -> Iterable[str]:
+        if len(unspaced) == 1:
+            yield unspaced[0]
+        for i in range(len(unspaced) - 1):
+            yield unspaced[i] + unspaced[i + 1]
+        unspaced.clear()
+
+    for ch in run:
+        if not _word_char(ch):
+            if piece:
+                yield "".join(piece)
+                piece.clear()
+            yield from flush_unspaced()
+        elif _unspaced(ch):
+            if piece:
+                yield "".join(piece)
+                piece.clear()
+            unspaced.append(ch)
+        else:
+            yield from flush_unspaced()
+            piece.append(ch)
+    if piece:
+        yield "".join(piece)
+    yield from flush_unspaced()
+
+
+def _stem(token: str) -> str:
+    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+        return token[:-1]
+    return token
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased content tokens of ``text``, stopwords dropped, plurals lightly stemmed."""
+    lowered = text.lower()
+    if not lowered.isascii():
+        lowered = unicodedata.normalize("NFKC", lowered).lower()
+    out: list[str] = []
+    for run in _RUN.findall(lowered):
+        pieces: Iterable[str] = (run,) if run.isascii() else _split_run(run)
+        for token in pieces:
+            if token and token not in STOPWORDS:
+                out.append(_stem(token))
+    return out
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """What the store needs from a retriever. Implementations never read energy."""
+
+    def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
+        """Entries that clear the relevance floor, with scores, best first."""
+        ...
+
+    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
+        """Similarity of two entries in [0, 1] (drives merges and conflict groups)."""
+        ...
+
+    def forget(self, entry_id: str) -> None:
+        """Drop anything cached for an entry that left the population."""
+        ...
+
+    def dump_state(self) -> dict[str, Any]:
+        """State worth persisting with the store (``{}`` = nothing)."""
+        ...
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``dump_state`` returned."""
+        ...
+
+
+class EmbeddingFn(Protocol):
+    def __call__(self, text: str) -> list[float]: ...
+
+
+class LexicalRetriever:
+    """Smoothed-IDF token overlap with a coverage floor (the default retriever).
+
+    IDF of a query token is ``log(1 + N / (1 + df))`` over the candidate set; an
+    entry scores the IDF mass of the query tokens it contains and qualifies only
+    when that covers at least ``min_coverage`` of the query's total mass.
+    """
+
+    def __init__(self, min_coverage: float = 0.25) -> None:
+        if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
+            raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage!r}")
+        self.min_coverage = min_coverage
+        self._tokens: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def tokens(self, entry: MemoryEntry) -> frozenset[str]:
+        """The entry's token set, cached by id (and refreshed if its text changed)."""
+        text = entry.text
+        cached = self._tokens.get(entry.id)
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        toks = frozenset(tokenize(text))
+        self._tokens[entry.id] = (text, toks)
+        return toks
+
+    def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
+        qtokens = list(dict.fromkeys(tokenize(query)))
+        if not qtokens or not entries:
+            return []
+        token_sets = [self.tokens(e) for e in entries]
+        n = len(entries)
+        idf: dict[str, float] = {}
+        for tok in qtokens:
+            df = sum(1 for ts in token_sets if tok in ts)
+            idf[tok] = math.log(1.0 + n / (1.0 + df))
+        mass = sum(idf.values())
+        if mass <= 0:
+            return []
+        scored: list[tuple[MemoryEntry, float]] = []
+        for entry, ts in zip(entries, token_sets, strict=True):
+            score = sum(w for tok, w in idf.items() if tok in ts)
+            if score > 0 and score / mass >= self.min_coverage:
+                scored.append((entry, score))
+        scored.sort(key=lambda pair: pair[1], reverse=True)
+        return scored
+
+    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
+        ta, tb = self.tokens(a), self.tokens(b)
+        union = ta | tb
+        if not union:
+            return 0.0
+        return len(ta & tb) / len(union)
+
+    def forget(self, entry_id: str) -> None:
+        self._tokens.pop(entry_id, None)
+
+    def dump_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        return None
+
+
+class HashingEmbedder:
+    """Hashed character n-grams: a deterministic, dependency-free embedding.
+
+    Buys robustness to typos and word forms ("databse" still lands near
+    "database"), not synonyms.
+    """
+
+    def __init__(self, dims: int = 256, ngram_range: tuple[int, int] = (3, 5)) -> None:
+        if dims < 1:
+            raise ValueError(f"dims must be positive, got {dims}")
+        lo, hi = ngram_range
+        if lo < 1 or hi < lo:
+            raise ValueError(f"ngram_range must be (lo, hi) with 1 <= lo <= hi, got {ngram_range}")
+        self.dims = dims
+        self.ngram_range = (lo, hi)
+
+    def __call__(self, text: str) -> list[float]:
+        joined = " ".join(tokenize(text))
+        vec = [0.0] * self.dims
+        lo, hi = self.ngram_range
+        # n-grams over characters (not bytes), so every script hashes the same way
+        for n in range(lo, hi + 1):
+            for i in range(len(joined) - n + 1):
+                h = zlib.crc32(joined[i : i + n].encode("utf-8"))
+                vec[h % self.dims] += -1.0 if h & 0x80000000 else 1.0
+        norm = math.sqrt(sum(v * v for v in vec))
+        if norm > 0:
+            vec = [v / norm for v in vec]
+        return vec
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    if len(a) != len(b):
+        raise ValueError(f"vector sizes differ ({len(a)} vs {len(b)})")
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    if na == 0 or nb == 0:
+        return 0.0
+    return dot / (na * nb)
+
+
+class EmbeddingRetriever:
+    """Cosine similarity over cached entry vectors, with a similarity floor."""
+
+    def __init__(
+        self, embed: Callable[[str], Sequence[float]], min_similarity: float = 0.30
+    ) -> None:
+        self.embed = embed
+        self.min_similarity = min_similarity
+        self._vectors: dict[str, list[float]] = {}
+
+    def _embed(self, text: str) -> list[float]:
+        vec = [float(v) for v in self.embed(text)]
+        if not vec:
+            raise ValueError("the embedding function returned an empty vector")
+        if not all(math.isfinite(v) for v in vec):
+            raise ValueError("the embedding function returned a non-finite component")
+        return vec
+
+    def vector(self, entry: MemoryEntry) -> list[float]:
+        vec = self._vectors.get(entry.id)
+        if vec is None:
+            vec = self._embed(entry.text)
+            self._vectors[entry.id] = vec
+        return vec
+
+    def warm(
+        self,
+        entries: Iterable[MemoryEntry],
+        batch_embed: Callable[[list[str]], Sequence[Sequence[float]]] | None = None,
+    ) -> int:
+        """Embed every uncached entry now; returns how many were embedded."""
+        todo = [e for e in entries if e.id not in self._vectors]
+        if not todo:
+            return 0
+        if batch_embed is None:
+            for e in todo:
+                self.vector(e)
+            return len(todo)
+        vectors = batch_embed([e.text for e in todo])
+        if len(vectors) != len(todo):
+            raise ValueError(f"batch_embed returned {len(vectors)} vectors for {len(todo)} texts")
+        for e, v in zip(todo, vectors, strict=True):
+            vec = [float(x) for x in v]
+            if not vec:
+                raise ValueError("batch_embed returned an empty vector")
+            self._vectors[e.id] = vec
+        return len(todo)
+
+    def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
+        if not entries:
+            return []
+        q = self._embed(query)
+        scored: list[tuple[MemoryEntry, float]] = []
+        for entry in entries:
+            try:
+                v = self.vector(entry)
+                sim = _cosine(q, v)
+            except ValueError:
+                continue
+            if sim >= self.min_similarity:
+                scored.append((entry, sim))
+        scored.sort(key=lambda pair: pair[1], reverse=True)
+        return scored
+
+    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
+        try:
+            return max(0.0, min(1.0, _cosine(self.vector(a), self.vector(b))))
+        except ValueError:
+            return 0.0
+
+    def forget(self, entry_id: str) -> None:
+        self._vectors.pop(entry_id, None)
+
+    def dump_state(self) -> dict[str, Any]:
+        if not self._vectors:
+            return {}
+        return {"vectors": {k: list(v) for k, v in self._vectors.items()}}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        vectors = state.get("vectors", {}) if isinstance(state, dict) else {}
+        if not isinstance(vectors, dict):
+            return
+        for k, v in vectors.items():
+            if (
+                isinstance(k, str)
+                and isinstance(v, list)
+                and v
+                and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                    for x in v
+                )
+            ):
+                self._vectors[k] = [float(x) for x in v]

@@ -1,0 +1,400 @@
+"""The population: living entries, the graveyard, and the energy they hold.
+
+``MemoryStore`` is the published facade. It owns every balance: retrievers rank
+relevance and never see energy; the store breaks exact score ties by energy and
+that is all energy ever does for retrieval. Every change to a balance made
+through the store is posted to ``store.books`` (see ``economy.Books``), so
+``store.total_energy() == store.books.balance()`` after any sequence of
+operations.
+
+Persistence here is the published JSON store format (``memory.json``), written
+atomically and read defensively: a bad entry is reported by id and field, unknown
+fields from newer versions are carried through untouched, and nothing non-finite
+is ever written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import economy, jsonfile
+from .errors import StoreFormatError
+from .jsonfile import StoreLockedError, store_lock, write_json_atomic
+from .retrieval import LexicalRetriever, Retriever, tokenize
+from .temporal import recency_weight
+from .types import EntryKind, MemoryEntry
+
+__all__ = [
+    "MIN_UPKEEP_SCALE",
+    "LoadProblem",
+    "MemoryStore",
+    "StoreLockedError",
+    "store_lock",
+    "tokenize",
+    "write_json_atomic",
+]
+
+MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """One stored record that could not be read; its raw form is kept and written back."""
+
+    where: str  # "entries" or "graveyard"
+    index: int
+    message: str
+
+
+class MemoryStore:
+    """Living entries plus the graveyard, with upkeep, credit and burial."""
+
+    def __init__(
+        self,
+        max_energy: float = economy.MAX_ENERGY,
+        upkeep: float = economy.UPKEEP,
+        retriever: Retriever | None = None,
+    ) -> None:
+        for name, value in (("max_energy", max_energy), ("upkeep", upkeep)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if max_energy <= 0:
+            raise ValueError(f"max_energy must be positive, got {max_energy!r}")
+        self.max_energy = float(max_energy)
+        self.upkeep = float(upkeep)
+        self.retriever: Retriever = retriever if retriever is not None else LexicalRetriever()
+        self.last_upkeep_charged = 0.0
+        self.books = economy.Books()
+        self._population: dict[str, MemoryEntry] = {}
+        self._graveyard: dict[str, MemoryEntry] = {}
+        # Raw records we could not read, written back untouched (never dropped).
+        self._unreadable: dict[str, list[Any]] = {"entries": [], "graveyard": []}
+        self.load_problems: list[LoadProblem] = []
+        # Top-level keys this class does not own (a ledger block, newer keys).
+        self.payload_extra: dict[str, Any] = {}
+
+    # -- population ---------------------------------------------------------
+
+    def add(self, entry: MemoryEntry) -> MemoryEntry:
+        """Add an entry to the population; its energy is posted as its stake."""
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(f"add() takes a MemoryEntry, got {type(entry).__name__}")
+        if not math.isfinite(entry.energy):
+            raise ValueError(f"entry {entry.id} has a non-finite energy {entry.energy!r}")
+        if entry.id in self._population or entry.id in self._graveyard:
+            raise ValueError(
+                f"an entry with id {entry.id} is already in this store; ids must be unique"
+            )
+        self._population[entry.id] = entry
+        self.books.post("stake", entry.energy)
+        return entry
+
+    def get(self, entry_id: str) -> MemoryEntry | None:
+        """A member of the population (possibly at <= 0 energy, not yet buried)."""
+        return self._population.get(entry_id)
+
+    def alive(self) -> list[MemoryEntry]:
+        return list(self._population.values())
+
+    def graveyard(self) -> list[MemoryEntry]:
+        return list(self._graveyard.values())
+
+    def get_dead(self, entry_id: str) -> MemoryEntry | None:
+        return self._graveyard.get(entry_id)
+
+    def dead_count(self) -> int:
+        return len(self._graveyard)
+
+    def __len__(self) -> int:
+        return len(self._population)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._population
+
+    # -- retrieval ----------------------------------------------------------
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        half_life: float | None = None,
+        now_cycle: int | None = None,
+        kind: EntryKind | str | None = None,
+        source: str | None = None,
+    ) -> list[tuple[MemoryEntry, float]]:
+        """Top ``k`` relevant entries with scores, best first.
+
+        ``kind`` and ``source`` narrow the candidates before ranking; ``half_life``
+        (ticks) multiplies each qualifying score by a recency weight. Equal scores
+        are ordered by energy: the only place energy touches retrieval.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k!r}")
+        kind_filter: EntryKind | None = None
+        if kind is not None:
+            try:
+                kind_filter = EntryKind(kind)
+            except ValueError:
+                known = ", ".join(x.value for x in EntryKind)
+                raise ValueError(f"unknown kind {kind!r} (known kinds: {known})") from None
+        if half_life is not None and (not math.isfinite(half_life) or half_life <= 0):
+            raise ValueError(f"half_life must be a positive number of ticks, got {half_life!r}")
+        if k == 0:
+            return []
+        candidates = [
+            e
+            for e in self._population.values()
+            if (kind_filter is None or e.kind == kind_filter)
+            and (source is None or source in e.sources)
+        ]
+        ranked = self.retriever.rank(query, candidates)
+        if half_life is not None:
+            now = now_cycle if now_cycle is not None else self.now_cycle()
+            ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in ranked]
+        ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
+        return ranked[:k]
+
+    def now_cycle(self) -> int:
+        """The latest tick any living entry has seen (birth or last settlement)."""
+        return max(
+            (max(e.born_cycle, e.last_used_cycle) for e in self._population.values()),
+            default=0,
+        )
+
+    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
+        return self.retriever.similarity(a, b)
+
+    # -- economics ----------------------------------------------------------
+
+    def credit(self, entry_id: str, amount: float, cycle: int) -> None:
+        """Add ``amount`` (which may be negative) to a living entry, capped at max_energy.
+
+        Counts a use and stamps ``last_used_cycle``. Unknown ids are ignored.
+        """
+        entry = self._population.get(entry_id)
+        if entry is None:
+            return
+        if not math.isfinite(amount):
+            raise ValueError(f"credit amount must be finite, got {amount!r}")
+        before = entry.energy
+        after = min(self.max_energy, before + amount)
+        self.books.post("credit" if amount > 0 else "debit", amount)
+        self.books.post("cap", (after - before) - amount)
+        entry.energy = after
+        entry.uses += 1
+        entry.last_used_cycle = cycle
+
+    def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
+        """Set a living entry's balance outright, posting the difference."""
+        entry = self._population.get(entry_id)
+        if entry is None:
+            raise KeyError(entry_id)
+        if not math.isfinite(energy):
+            raise ValueError(f"energy must be finite, got {energy!r}")
+        self.books.post(reason, energy - entry.energy)
+        entry.energy = energy
+
+    def charge_upkeep(
+        self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
+    ) -> list[MemoryEntry]:
+        """Charge one tick of upkeep to everyone; bury the dead (except ``protect``).
+
+        Pinned entries pay but never fall below zero. Protected (escrowed) entries
+        pay and may go negative, and are not buried until their verdict lands.
+        Returns the buried entries.
+        """
+        protected = set(protect)
+        charged = 0.0
+        dead: list[str] = []
+        for entry in self._population.values():
+            factor = 1.0 if scale is None else scale.get(entry.id, 1.0)
+            if not math.isfinite(factor):
+                factor = 1.0
+            factor = min(1.0, max(MIN_UPKEEP_SCALE, factor))
+            before = entry.energy
+            after = before - self.upkeep * factor
+            if entry.pinned:
+                after = max(after, 0.0)
+            entry.energy = after
+            charged += before - after
+            if not entry.pinned and not entry.alive and entry.id not in protected:
+                dead.append(entry.id)
+        self.books.post("upkeep", -charged)
+        self.last_upkeep_charged = round(charged, 6)
+        buried = [self._graveyard_entry(i) for i in dead]
+        return buried
+
+    def _graveyard_entry(self, entry_id: str) -> MemoryEntry:
+        self.bury(entry_id)
+        return self._graveyard[entry_id]
+
+    def bury(self, entry_id: str, reason: str = "burial") -> None:
+        """Move an entry to the graveyard (its energy clamps to at most 0). Enforces nothing."""
+        entry = self._population.pop(entry_id, None)
+        if entry is None:
+            return
+        self.retriever.forget(entry_id)
+        self.books.post(reason, -entry.energy)
+        entry.energy = min(entry.energy, 0.0)
+        self._graveyard[entry_id] = entry
+
+    def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
+        """Replace ``member_ids`` by ``heir``, pooling their balances (capped).
+
+        The members are buried with a ``merge`` posting, the heir enters holding
+        their pooled energy, and whatever exceeds ``max_energy`` is posted as
+        ``cap``. Returns the energy clipped (0.0 when the pool fits under the cap).
+        """
+        members = [self._population[i] for i in member_ids if i in self._population]
+        pooled = math.fsum(m.energy for m in members)
+        for m in members:
+            self.bury(m.id, reason="merge")
+        if heir.id in self._population or heir.id in self._graveyard:
+            raise ValueError(f"an entry with id {heir.id} is already in this store")
+        clipped = max(0.0, pooled - self.max_energy)
+        heir.energy = pooled - clipped
+        self._population[heir.id] = heir
+        self.books.post("merge", pooled)
+        self.books.post("cap", -clipped)
+        return clipped
+
+    def ticks_to_starvation(
+        self, entry: MemoryEntry, scale: Mapping[str, float] | None = None
+    ) -> float | None:
+        """Unsettled ticks left before upkeep kills ``entry`` (None if it cannot starve)."""
+        if self.upkeep <= 0 or entry.pinned:
+            return None
+        factor = 1.0 if scale is None else scale.get(entry.id, 1.0)
+        factor = min(1.0, max(MIN_UPKEEP_SCALE, factor))
+        return round(entry.energy / (self.upkeep * factor), 1)
+
+    def total_energy(self) -> float:
+        return math.fsum(e.energy for e in self._population.values())
+
+    def energy_share_by_kind(self) -> dict[str, float]:
+        total = self.total_energy()
+        if total <= 0:
+            return {}
+        shares: dict[str, float] = {}
+        for e in self._population.values():
+            shares[e.kind.value] = shares.get(e.kind.value, 0.0) + e.energy
+        return {k: v / total for k, v in shares.items()}
+
+    # -- persistence --------------------------------------------------------
+
+    def to_payload(self) -> dict[str, Any]:
+        """The published JSON document (plus anything unknown we were given)."""
+        payload: dict[str, Any] = dict(self.payload_extra)
+        payload["config"] = {"max_energy": self.max_energy, "upkeep": self.upkeep}
+        payload["entries"] = [e.to_dict() for e in self._population.values()] + list(
+            self._unreadable["entries"]
+        )
+        payload["graveyard"] = [e.to_dict() for e in self._graveyard.values()] + list(
+            self._unreadable["graveyard"]
+        )
+        state = self.retriever.dump_state()
+        if state:
+            payload["retriever"] = state
+        else:
+            payload.pop("retriever", None)
+        return payload
+
+    @classmethod
+    def from_payload(
+        cls,
+        payload: Any,
+        retriever: Retriever | None = None,
+        *,
+        strict: bool = True,
+    ) -> MemoryStore:
+        """Build a store from a decoded JSON document.
+
+        With ``strict=True`` (the default) the first unreadable entry raises
+        ``StoreFormatError`` naming it. With ``strict=False`` unreadable records are
+        listed in ``store.load_problems`` and kept verbatim so ``save`` writes them
+        back: nothing is ever dropped.
+        """
+        if not isinstance(payload, dict):
+            raise StoreFormatError(f"a store must be a JSON object, got {type(payload).__name__}")
+        if "entries" not in payload:
+            raise StoreFormatError(
+                "no 'entries' list; this JSON object does not look like a darwin-memo store"
+            )
+        config = payload.get("config", {})
+        if not isinstance(config, dict):
+            raise StoreFormatError("'config' must be an object")
+        kwargs: dict[str, float] = {}
+        for key in ("max_energy", "upkeep"):
+            if key in config:
+                value = config[key]
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or not math.isfinite(value)
+                ):
+                    raise StoreFormatError(f"config {key!r} must be a finite number, got {value!r}")
+                kwargs[key] = float(value)
+        try:
+            store = cls(retriever=retriever, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise StoreFormatError(f"bad store config: {exc}") from None
+        store.payload_extra = {
+            k: v
+            for k, v in payload.items()
+            if k not in ("config", "entries", "graveyard", "retriever")
+        }
+        seen: set[str] = set()
+        for where in ("entries", "graveyard"):
+            records = payload.get(where, [])
+            if not isinstance(records, list):
+                raise StoreFormatError(f"{where!r} must be a list of entry objects")
+            for index, raw in enumerate(records):
+                try:
+                    entry = MemoryEntry.from_dict(raw)
+                    if entry.id in seen:
+                        raise StoreFormatError(
+                            f"entry {entry.id!r}: the id appears more than once in the store"
+                        )
+                except StoreFormatError as exc:
+                    message = f"{where}[{index}]: {exc}"
+                    if strict:
+                        raise StoreFormatError(message) from None
+                    store.load_problems.append(LoadProblem(where, index, str(exc)))
+                    store._unreadable[where].append(raw)
+                    continue
+                seen.add(entry.id)
+                if where == "entries":
+                    store._population[entry.id] = entry
+                    store.books.post("opening", entry.energy)
+                else:
+                    store._graveyard[entry.id] = entry
+        state = payload.get("retriever")
+        if isinstance(state, dict) and state:
+            store.retriever.load_state(state)
+        return store
+
+    def save(self, path: str | Path) -> None:
+        """Write the store atomically (temp file, fsync, rename) under its lock."""
+        payload = self.to_payload()
+        with store_lock(path):
+            write_json_atomic(path, payload)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, retriever: Retriever | None = None, *, strict: bool = True
+    ) -> MemoryStore:
+        """Read a store file. Raises ``StoreNotFound`` or ``StoreFormatError`` (a ValueError)."""
+        payload = jsonfile.read_json(path)
+        try:
+            return cls.from_payload(payload, retriever, strict=strict)
+        except StoreFormatError as exc:
+            raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None

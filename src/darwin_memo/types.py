@@ -1,0 +1,263 @@
+"""The records darwin-memo passes around: entries, outcomes, tasks, trajectories.
+
+Plain dataclasses. ``MemoryEntry.to_dict``/``from_dict`` speak the published
+JSON store format: the five trust-lifecycle fields are written only when they
+differ from their defaults, so files stay readable by older readers, and keys
+this version does not know are carried along untouched instead of refused.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from .errors import StoreFormatError
+
+__all__ = [
+    "ALIVE_EPSILON",
+    "CycleStats",
+    "EntryKind",
+    "MemoryEntry",
+    "Outcome",
+    "Task",
+    "Trajectory",
+    "new_id",
+    "utc_now_iso",
+]
+
+#: An entry is alive while its energy is strictly above this.
+ALIVE_EPSILON = 1e-9
+
+
+def utc_now_iso() -> str:
+    """Now, in UTC, ISO-8601 at second precision (``2026-11-29T23:38:15+00:00``)."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def new_id() -> str:
+    """A fresh 12-hex-digit id (entries and tickets)."""
+    return uuid.uuid4().hex[:12]
+
+
+class EntryKind(str, Enum):
+    """What produced an entry: the four reflection-QA kinds, experience, merges."""
+
+    EXPLICIT = "explicit"
+    INFERRED = "inferred"
+    ENTITY = "entity"
+    CROSS_DOC = "cross_doc"
+    EXPERIENCE = "experience"
+    CONSOLIDATED = "consolidated"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_LIFECYCLE_DEFAULTS: dict[str, Any] = {
+    "pinned": False,
+    "probation": 0,
+    "juvenile": 0,
+    "imported_from": None,
+    "imported_at": None,
+}
+
+
+@dataclass
+class MemoryEntry:
+    """A self-contained question/answer lesson with an energy balance."""
+
+    question: str
+    answer: str
+    kind: EntryKind = EntryKind.EXPLICIT
+    sources: list[str] = field(default_factory=list)
+    energy: float = 1.0
+    born_cycle: int = 0
+    recorded_ts: str = field(default_factory=utc_now_iso)
+    last_used_cycle: int = -1
+    uses: int = 0
+    lineage: list[str] = field(default_factory=list)
+    pinned: bool = False
+    probation: int = 0
+    juvenile: int = 0
+    imported_from: str | None = None
+    imported_at: str | None = None
+    id: str = field(default_factory=new_id)
+    #: Keys read from a store file that this version does not know; written back as they were.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.energy > ALIVE_EPSILON
+
+    @property
+    def may_decide(self) -> bool:
+        """Probationary imports ride along as supporters but never decide."""
+        return self.probation <= 0
+
+    @property
+    def text(self) -> str:
+        """What retrieval indexes: the question and the answer."""
+        return self.question + " " + self.answer
+
+    def to_dict(self) -> dict[str, Any]:
+        """The published JSON shape (lifecycle fields omitted at their defaults)."""
+        if not math.isfinite(self.energy):
+            raise StoreFormatError(
+                f"entry {self.id} has a non-finite energy ({self.energy!r}); "
+                "refusing to write it (JSON has no such number)"
+            )
+        d: dict[str, Any] = dict(self.extra)
+        d.update(
+            question=self.question,
+            answer=self.answer,
+            kind=self.kind.value,
+            sources=list(self.sources),
+            energy=self.energy,
+            born_cycle=self.born_cycle,
+            recorded_ts=self.recorded_ts,
+            last_used_cycle=self.last_used_cycle,
+            uses=self.uses,
+            lineage=list(self.lineage),
+        )
+        for name, default in _LIFECYCLE_DEFAULTS.items():
+            value = getattr(self, name)
+            if value != default:
+                d[name] = value
+        d["id"] = self.id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryEntry:
+        """Read one entry dict, checking every field; unknown keys go to ``extra``.
+
+        Raises ``StoreFormatError`` naming the entry and the field when a value
+        has the wrong type, so one bad entry never poisons later operations.
+        """
+        if not isinstance(d, dict):
+            raise StoreFormatError(f"an entry must be a JSON object, got {type(d).__name__}")
+        ident = d.get("id")
+        label = f"entry {ident!r}" if ident is not None else "an entry without an id"
+        if not isinstance(ident, str) or not ident:
+            raise StoreFormatError(f"{label}: 'id' must be a non-empty string")
+
+        def bad(name: str, want: str) -> StoreFormatError:
+            return StoreFormatError(f"{label}: {name!r} must be {want}, got {d[name]!r}")
+
+        def text(name: str, default: str | None = None) -> str:
+            if name not in d:
+                if default is None:
+                    raise StoreFormatError(f"{label}: missing required field {name!r}")
+                return default
+            if not isinstance(d[name], str):
+                raise bad(name, "a string")
+            return str(d[name])
+
+        def integer(name: str, default: int) -> int:
+            value = d.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad(name, "an integer")
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise bad(name, "an integer")
+                value = int(value)
+            return int(value)
+
+        def strings(name: str) -> list[str]:
+            value = d.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+                raise bad(name, "a list of strings")
+            return list(value)
+
+        def optional_text(name: str) -> str | None:
+            value = d.get(name)
+            if value is not None and not isinstance(value, str):
+                raise bad(name, "a string or null")
+            return value
+
+        kind_raw = d.get("kind", EntryKind.EXPLICIT.value)
+        try:
+            kind = EntryKind(kind_raw)
+        except ValueError:
+            known = ", ".join(k.value for k in EntryKind)
+            raise StoreFormatError(
+                f"{label}: unknown kind {kind_raw!r} (known kinds: {known})"
+            ) from None
+
+        energy = d.get("energy", 1.0)
+        if isinstance(energy, bool) or not isinstance(energy, (int, float)):
+            raise bad("energy", "a number")
+        if not math.isfinite(energy):
+            raise bad("energy", "a finite number")
+
+        pinned = d.get("pinned", False)
+        if not isinstance(pinned, bool):
+            raise bad("pinned", "true or false")
+
+        known_keys = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(
+            question=text("question"),
+            answer=text("answer"),
+            kind=kind,
+            sources=strings("sources"),
+            energy=float(energy),
+            born_cycle=integer("born_cycle", 0),
+            recorded_ts=text("recorded_ts", ""),
+            last_used_cycle=integer("last_used_cycle", -1),
+            uses=integer("uses", 0),
+            lineage=strings("lineage"),
+            pinned=pinned,
+            probation=integer("probation", 0),
+            juvenile=integer("juvenile", 0),
+            imported_from=optional_text("imported_from"),
+            imported_at=optional_text("imported_at"),
+            id=ident,
+            extra={k: v for k, v in d.items() if k not in known_keys},
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A measured change in a conserved resource. Never a grade."""
+
+    delta: float
+    detail: str = ""
+
+
+@dataclass
+class Task:
+    """One decision an environment asks memory about."""
+
+    prompt: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """What happened to one task: the answer, who decided it, what it measured."""
+
+    cycle: int
+    task: Task
+    answer: str
+    deciding_entry: str | None
+    supporting_entries: list[str]
+    outcome: Outcome
+
+
+@dataclass
+class CycleStats:
+    """One row of the survival table."""
+
+    cycle: int
+    population: int
+    births: int
+    deaths: int
+    merges: int
+    total_energy: float
+    resource_delta: float
+    tasks: int = 0
+    silent: int = 0
+    nonzero_outcomes: int = 0

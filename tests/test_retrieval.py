@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import PUBLISHED
+from darwin_memo import (
+    EmbeddingRetriever,
+    HashingEmbedder,
+    LexicalRetriever,
+    MemoryEntry,
+    MemoryStore,
+)
+from darwin_memo.retrieval import tokenize
+
+OBS = json.loads((PUBLISHED / "reference_observations.json").read_text(encoding="utf-8"))
+TS = "2026-01-02T03:04:05+00:00"
+
+MISC_ROWS = [
+    ("数据库文件可以删除吗？", "不可以，数据库文件必须保留。", 1.0),
+    ("Can logs/app-3.log be deleted?", "logs/app-3.log may be deleted after seven days.", 1.0),
+    ("Are *.tmp files disposable?", "Files matching *.tmp under tmp/ are disposable.", 1.0),
+    ("Is v1.2.3 safe to deploy?", "Version v1.2.3 is safe to deploy.", 1.0),
+    ("Do caches expire?", "Caches expire after one day.", 2.0),
+    ("Do caches expire?", "Caches expire after one day.", 3.0),
+    ("Is the glass bus here?", "The glass bus arrives at noon.", 1.0),
+    ("What about the data?", "Data is retained.", 1.0),
+]
+
+
+def misc_store() -> MemoryStore:
+    store = MemoryStore()
+    for q, a, energy in MISC_ROWS:
+        store.add(MemoryEntry(question=q, answer=a, energy=energy, recorded_ts=TS))
+    return store
+
+
+# Non-ASCII text is where we deliberately differ (the published tokenizer drops it).
+@pytest.mark.parametrize(
+    "case", [c for c in OBS["tokenize"] if c["text"].isascii()], ids=lambda c: c["text"][:20]
+)
+def test_tokenize_matches_published_on_ascii(case: dict) -> None:
+    assert tokenize(case["text"]) == case["tokens"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in OBS["retrieve"] if c["corpus"] == "misc" and c["query"].isascii()],
+    ids=lambda c: c["query"],
+)
+def test_ranking_matches_published(case: dict) -> None:
+    hits = misc_store().retrieve(case["query"], k=case["k"])
+    got = [[e.question, e.kind.value, round(s, 9), e.energy] for e, s in hits]
+    assert got == case["hits"]
+
+
+@pytest.mark.parametrize("case", OBS["lexical_similarity"], ids=lambda c: c["a"][:15])
+def test_similarity_matches_published_on_ascii(case: dict) -> None:
+    if not (case["a"] + case["b"]).isascii():
+        return
+    r = LexicalRetriever()
+    a = MemoryEntry(case["a"], "", recorded_ts=TS)
+    b = MemoryEntry(case["b"], "", recorded_ts=TS)
+    assert round(r.similarity(a, b), 9) == case["similarity"]
+
+
+def test_hashing_embedder_matches_published() -> None:
+    for text, obs in OBS["hashing_embedder"].items():
+        vec = HashingEmbedder()(text)
+        assert len(vec) == obs["len"]
+        nonzero = {str(i): round(v, 12) for i, v in enumerate(vec) if v}
+        assert nonzero == {k: round(v, 12) for k, v in obs.get("nonzero_components", {}).items()}
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "数据库文件可以删除吗？",
+        "هل يمكن حذف ملفات قاعدة البيانات؟",
+        "データベースのファイルを削除できますか",
+        "Können Löschvorgänge rückgängig gemacht werden?",
+    ],
+)
+def test_any_script_is_retrievable_by_its_own_question(question: str) -> None:
+    store = MemoryStore()
+    target = store.add(MemoryEntry(question, "an answer"))
+    store.add(MemoryEntry("Is it safe to delete old logs?", "Old logs may be deleted."))
+    hits = store.retrieve(question)
+    assert hits and hits[0][0].id == target.id
+
+
+def test_cjk_partial_overlap_ranks_the_right_entry() -> None:
+    store = MemoryStore()
+    db = store.add(MemoryEntry("数据库文件可以删除吗？", "不可以，数据库文件必须保留。"))
+    store.add(MemoryEntry("缓存文件可以删除吗？", "可以，缓存文件可以随时删除。"))
+    hits = store.retrieve("数据库能删吗")
+    assert hits[0][0].id == db.id
+
+
+def test_floor_makes_memory_silent() -> None:
+    store = misc_store()
+    assert store.retrieve("completely unrelated words here") == []
+    assert store.retrieve("the of and") == []
+    assert store.retrieve("") == []
+
+
+def test_energy_is_only_a_tie_break() -> None:
+    store = MemoryStore()
+    low = store.add(MemoryEntry("Do caches expire?", "Caches expire after one day.", energy=0.1))
+    high = store.add(MemoryEntry("Do caches expire?", "Caches expire after one day.", energy=4.0))
+    assert [e.id for e, _ in store.retrieve("caches expire")] == [high.id, low.id]
+    # a better-matching entry wins whatever its energy
+    best = store.add(
+        MemoryEntry("Do caches expire daily at noon?", "Caches expire daily at noon.", energy=0.01)
+    )
+    assert store.retrieve("caches expire daily noon")[0][0].id == best.id
+
+
+def test_filters_and_half_life() -> None:
+    store = MemoryStore()
+    old = store.add(
+        MemoryEntry("Are logs disposable?", "Logs are disposable.", born_cycle=0, sources=["a"])
+    )
+    new = store.add(
+        MemoryEntry("Are logs disposable?", "Logs are disposable.", born_cycle=40, sources=["b"])
+    )
+    assert [e.id for e, _ in store.retrieve("logs disposable", source="a")] == [old.id]
+    scored = dict(
+        (e.id, s) for e, s in store.retrieve("logs disposable", half_life=20, now_cycle=40)
+    )
+    assert scored[new.id] == pytest.approx(4 * scored[old.id])
+    with pytest.raises(ValueError, match="half_life"):
+        store.retrieve("logs", half_life=0)
+    with pytest.raises(ValueError, match="unknown kind"):
+        store.retrieve("logs", kind="nonsense")
+    assert store.retrieve("logs disposable", kind="entity") == []
+
+
+def test_embedding_retriever_floor_and_persistence(tmp_path) -> None:
+    calls: list[str] = []
+
+    def embed(text: str) -> list[float]:
+        calls.append(text)
+        return HashingEmbedder()(text)
+
+    store = MemoryStore(retriever=EmbeddingRetriever(embed))
+    e = store.add(MemoryEntry("Can the database files be removed?", "No: they are protected."))
+    assert store.retrieve("can the databse files be removed")[0][0].id == e.id
+    assert store.retrieve("zzz qqq") == []
+    path = tmp_path / "m.json"
+    store.save(path)
+    calls.clear()
+    again = MemoryStore.load(path, retriever=EmbeddingRetriever(embed))
+    again.retrieve("database files removed")
+    assert calls == ["database files removed"]  # entry vector came from the file
+
+
+def test_embedding_retriever_rejects_empty_vectors() -> None:
+    r = EmbeddingRetriever(lambda text: [])
+    store = MemoryStore(retriever=r)
+    store.add(MemoryEntry("q", "a"))
+    with pytest.raises(ValueError, match="empty vector"):
+        store.retrieve("q")
+
+
+def test_hashing_embedder_is_unit_norm_and_deterministic() -> None:
+    v = HashingEmbedder()("databse files under data/")
+    assert math.isclose(math.fsum(x * x for x in v), 1.0)
+    assert v == HashingEmbedder()("databse files under data/")
+    assert HashingEmbedder()("") == [0.0] * 256
+
+
+def test_published_stopword_list() -> None:
+    from darwin_memo.retrieval import STOPWORDS
+
+    assert len(STOPWORDS) == 56
+    assert {"should", "could", "would", "between", "against"} <= STOPWORDS
