@@ -6,8 +6,6 @@ decided. Poisoned advice is executed by the environment it damaged, trivia
 starves, near-duplicates merge.
 """
 
-from __future__ import annotations
-
 from .consolidate import DEFAULT_MERGE_THRESHOLD, consolidate
 from .economy import Books
 from .encode import Document, LocalEncoder, demo_corpus
