@@ -69,6 +69,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .store import MemoryStore
     from .survival import SurvivalConfig, SurvivalLoop, death_cause
 
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise CliError(f"--out {out} is a directory; name a file to write the store to")
+        if not out.parent.is_dir():
+            raise CliError(f"--out {out}: the directory {out.parent} does not exist")
     store = MemoryStore()
     for entry in LocalEncoder().encode(demo_corpus()):
         store.add(entry)
@@ -136,7 +142,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     for entry in entries:
         store.add(entry)
     store.save(out)
-    print(f"Encoded {len(entries)} entries from {len(docs)} documents -> {out}")
+    noun = "document" if len(docs) == 1 else "documents"
+    print(f"Encoded {len(entries)} entries from {len(docs)} {noun} -> {out}")
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.kind.value] = counts.get(e.kind.value, 0) + 1

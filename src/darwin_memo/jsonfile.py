@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreFormatError, StoreLockedError, StoreNotFound
+from .errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 
 try:  # POSIX only; elsewhere the lock is a no-op, as documented
     import fcntl
@@ -107,8 +108,8 @@ def read_json(path: str | Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise StoreFormatError(
-            f"{p} is not a valid darwin-memo store: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno}"
+            f"{p} is not a valid darwin-memo store: {exc.msg} (line {exc.lineno}, "
+            f"column {exc.colno})"
         ) from None
 
 
@@ -121,8 +122,16 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
         raise StoreFormatError(f"refusing to write {p}: {exc}") from None
     mode = 0o600
     with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(p).st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"refusing to write {p}: it exists and is not a regular file")
+        mode = st.st_mode & 0o777
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    except FileNotFoundError:
+        raise StoreNotFound(f"cannot write {p}: the directory {p.parent} does not exist") from None
+    except PermissionError:
+        raise StoreError(f"cannot write {p}: permission denied in {p.parent}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(data)
@@ -131,6 +140,10 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise StoreError(f"cannot write {p}: {exc.strerror or exc}") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -145,3 +158,19 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def remove_stale_temps(path: str | Path) -> int:
+    """Delete temporary files a killed writer left next to ``path``.
+
+    Call only while holding the store's lock: no live writer can own one then.
+    """
+    p = Path(path)
+    removed = 0
+    with contextlib.suppress(OSError):
+        for child in p.parent.iterdir():
+            if child.name.startswith(p.name + ".") and child.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    child.unlink()
+                    removed += 1
+    return removed

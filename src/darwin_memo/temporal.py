@@ -87,6 +87,8 @@ def render_consult(hits: Sequence[MemoryEntry], similarity: Similarity, threshol
     top = hits[0]
     for cluster in conflict_clusters(hits, similarity, threshold):
         if any(member.id == top.id for member in cluster):
+            if len({m.answer for m in cluster}) < 2:
+                break  # the same advice twice is not a conflict
             lines = [CONFLICT_HEADER]
             lines += [f"- {m.answer} {age_annotation(m)}" for m in cluster]
             return "\n".join(lines)
