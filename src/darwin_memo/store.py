@@ -78,6 +78,8 @@ class MemoryStore:
         self.load_problems: list[LoadProblem] = []
         # Top-level keys this class does not own (a ledger block, newer keys).
         self.payload_extra: dict[str, Any] = {}
+        #: Ids whose rows changed since a durable backend last wrote them.
+        self.dirty: set[str] = set()
 
     # -- population ---------------------------------------------------------
 
@@ -93,6 +95,7 @@ class MemoryStore:
             )
         self._population[entry.id] = entry
         self.books.post("stake", entry.energy)
+        self.dirty.add(entry.id)
         return entry
 
     def get(self, entry_id: str) -> MemoryEntry | None:
@@ -192,6 +195,7 @@ class MemoryStore:
         entry.energy = after
         entry.uses += 1
         entry.last_used_cycle = cycle
+        self.dirty.add(entry_id)
 
     def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
         """Set a living entry's balance outright, posting the difference."""
@@ -202,6 +206,7 @@ class MemoryStore:
             raise ValueError(f"energy must be finite, got {energy!r}")
         self.books.post(reason, energy - entry.energy)
         entry.energy = energy
+        self.dirty.add(entry_id)
 
     def charge_upkeep(
         self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
@@ -226,6 +231,7 @@ class MemoryStore:
                 after = max(after, 0.0)
             entry.energy = after
             charged += before - after
+            self.dirty.add(entry.id)
             if not entry.pinned and not entry.alive and entry.id not in protected:
                 dead.append(entry.id)
         self.books.post("upkeep", -charged)
@@ -246,6 +252,7 @@ class MemoryStore:
         self.books.post(reason, -entry.energy)
         entry.energy = min(entry.energy, 0.0)
         self._graveyard[entry_id] = entry
+        self.dirty.add(entry_id)
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         """Replace ``member_ids`` by ``heir``, pooling their balances (capped).
@@ -263,6 +270,7 @@ class MemoryStore:
         clipped = max(0.0, pooled - self.max_energy)
         heir.energy = pooled - clipped
         self._population[heir.id] = heir
+        self.dirty.add(heir.id)
         self.books.post("merge", pooled)
         self.books.post("cap", -clipped)
         return clipped
@@ -289,6 +297,25 @@ class MemoryStore:
             shares[e.kind.value] = shares.get(e.kind.value, 0.0) + e.energy
         return {k: v / total for k, v in shares.items()}
 
+    # -- views kept in step with a durable backend ---------------------------
+
+    def sync_entry(self, entry: MemoryEntry, alive: bool) -> None:
+        """Install an entry as another process wrote it (no posting but ``opening``).
+
+        Used by backends refreshing an in-process view; the balance change is
+        posted as ``opening`` because it happened elsewhere, with its own events.
+        """
+        old = self._population.pop(entry.id, None)
+        if old is not None:
+            self.books.post("opening", -old.energy)
+            self.retriever.forget(entry.id)
+        self._graveyard.pop(entry.id, None)
+        if alive:
+            self._population[entry.id] = entry
+            self.books.post("opening", entry.energy)
+        else:
+            self._graveyard[entry.id] = entry
+
     # -- persistence --------------------------------------------------------
 
     def to_payload(self) -> dict[str, Any]:
@@ -304,8 +331,14 @@ class MemoryStore:
         state = self.retriever.dump_state()
         if state:
             payload["retriever"] = state
-        else:
-            payload.pop("retriever", None)
+        elif isinstance(self.payload_extra.get("retriever"), dict):
+            # State of a retriever this process does not use (e.g. embedding vectors
+            # read by a lexical CLI call): kept, minus vectors of entries now dead.
+            kept = dict(self.payload_extra["retriever"])
+            vectors = kept.get("vectors")
+            if isinstance(vectors, dict):
+                kept["vectors"] = {k: v for k, v in vectors.items() if k in self._population}
+            payload["retriever"] = kept
         return payload
 
     @classmethod
@@ -348,9 +381,7 @@ class MemoryStore:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"bad store config: {exc}") from None
         store.payload_extra = {
-            k: v
-            for k, v in payload.items()
-            if k not in ("config", "entries", "graveyard", "retriever")
+            k: v for k, v in payload.items() if k not in ("config", "entries", "graveyard")
         }
         seen: set[str] = set()
         for where in ("entries", "graveyard"):
@@ -380,6 +411,8 @@ class MemoryStore:
         state = payload.get("retriever")
         if isinstance(state, dict) and state:
             store.retriever.load_state(state)
+            if store.retriever.dump_state():
+                store.payload_extra.pop("retriever", None)  # the retriever owns it now
         return store
 
     def save(self, path: str | Path) -> None:

@@ -1,0 +1,107 @@
+"""Where a ledger's state lives: one narrow interface, several backends.
+
+A backend loads a ledger's view (population, graveyard, tickets, tick, damage
+record), refreshes it with what other processes wrote, and runs each ledger
+operation as one transaction that writes only what the operation touched, plus
+its events and notes. The ledger's semantics live above this line; a backend
+knows rows, not economics.
+
+How a path picks its backend (``open_backend``):
+
+* ``*.json`` is the published single-file JSON format (``JsonBackend``);
+* ``*.db``, ``*.sqlite``, ``*.sqlite3`` is SQLite (``SqliteBackend``), the default;
+* any other path is sniffed when it exists (an SQLite header or a JSON object)
+  and created as SQLite when it does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import StoreFormatError
+
+if TYPE_CHECKING:
+    from ..ledger import Changes, Ledger
+
+__all__ = ["JSON_SUFFIXES", "SQLITE_SUFFIXES", "Backend", "backend_kind", "open_backend"]
+
+JSON_SUFFIXES = (".json",)
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class Backend(Protocol):
+    """What the ledger needs from storage."""
+
+    path: Path
+    kind: str
+    #: Whether notes live in the ledger's memory (and so in its payload).
+    history_in_memory: bool
+    created: bool
+
+    def load(self, ledger: Ledger) -> None:
+        """Fill ``ledger`` with the stored state."""
+        ...
+
+    def refresh(self, ledger: Ledger) -> None:
+        """Bring ``ledger`` up to date with writes made elsewhere (cheap when none)."""
+        ...
+
+    def transaction(self, ledger: Ledger, changes: Changes) -> AbstractContextManager[None]:
+        """Exclusive write: refresh, run the body, then write ``changes`` atomically."""
+        ...
+
+    def history(self, entry_id: str) -> list[Any]: ...
+
+    def events(self) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def backend_kind(path: str | Path) -> str:
+    """``"json"`` or ``"sqlite"`` for a store path (see the module docstring)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        return "json"
+    if suffix in SQLITE_SUFFIXES:
+        return "sqlite"
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(64)
+    except FileNotFoundError:
+        return "sqlite"
+    except IsADirectoryError:
+        raise StoreFormatError(f"{p} is a directory, not a store") from None
+    except OSError as exc:
+        raise StoreFormatError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if head.startswith(SQLITE_HEADER):
+        return "sqlite"
+    if head.lstrip()[:1] == b"{":
+        return "json"
+    if not head:
+        raise StoreFormatError(f"{p} is empty: not a darwin-memo store (refusing to use it)")
+    raise StoreFormatError(f"{p} is neither an SQLite nor a JSON darwin-memo store")
+
+
+def open_backend(
+    path: str | Path,
+    *,
+    kind: str | None = None,
+    create: bool = True,
+    lock_timeout: float | None = None,
+) -> Backend:
+    """Open the backend for ``path``; ``create=False`` refuses a missing store."""
+    kind = kind or backend_kind(path)
+    if kind == "json":
+        from .jsonstore import JsonBackend
+
+        return JsonBackend(path, create=create, lock_timeout=lock_timeout)
+    if kind == "sqlite":
+        from .sqlite import SqliteBackend
+
+        return SqliteBackend(path, create=create, lock_timeout=lock_timeout)
+    raise ValueError(f"unknown backend {kind!r} (choose json or sqlite)")

@@ -1,0 +1,150 @@
+"""The published single-file JSON store, made safe for several processes.
+
+Each operation holds the ``NAME.lock`` sidecar for its whole read-modify-write
+(the published package locked the read and the write but not the span between
+them, so concurrent writers lost each other's settlements). Inside the lock the
+file is re-read if another process changed it, the operation runs, and the file
+is replaced atomically.
+
+The journal is the published ``NAME.events.jsonl``. To survive a crash between
+writing the store and appending the journal, the store file carries the last
+transaction's events (``ledger.journal_txn``); whoever next takes the lock
+appends them if the journal does not already hold them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreFormatError, StoreNotFound
+from ..events import EventLog, event_log_path
+from ..jsonfile import (
+    DEFAULT_LOCK_TIMEOUT,
+    read_json,
+    remove_stale_temps,
+    store_lock,
+    write_json_atomic,
+)
+from ..store import MemoryStore
+
+if TYPE_CHECKING:
+    from ..ledger import Changes, Ledger
+
+__all__ = ["JOURNAL_MARK", "JsonBackend"]
+
+#: Written into the ledger block once our journal covers the store from its start.
+JOURNAL_MARK = "darwin-memo/1"
+
+
+class JsonBackend:
+    kind = "json"
+    history_in_memory = True
+
+    def __init__(
+        self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
+    ) -> None:
+        self.path = Path(path)
+        self.lock_timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+        self.journal = EventLog(event_log_path(self.path))
+        self.created = False
+        if not self.path.exists():
+            if not create:
+                raise StoreNotFound(f"{self.path}: no such store")
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._signature: tuple[int, int, int] | None = None
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _read(self, ledger: Ledger) -> None:
+        """Replace the ledger's view with the file's content (call under the lock)."""
+        signature = self._stat()
+        retriever = ledger.store.retriever
+        store = MemoryStore(retriever=retriever)
+        block: Any = {}
+        if signature is not None:
+            payload = read_json(self.path)
+            try:
+                store = MemoryStore.from_payload(payload, retriever=retriever)
+            except StoreFormatError as exc:
+                raise StoreFormatError(
+                    f"{self.path} is not a valid darwin-memo store: {exc}"
+                ) from None
+            block = store.payload_extra.pop("ledger", {})
+        ledger.store = store
+        ledger.protocol.store = store
+        ledger.apply_ledger_block(block)
+        marked = isinstance(block, dict) and block.get("journal") == JOURNAL_MARK
+        ledger._needs_snapshot = not marked and (len(store) > 0 or store.dead_count() > 0)
+        self._pending_txn = block.get("journal_txn") if isinstance(block, dict) else None
+        self._signature = signature
+
+    def _recover_journal(self) -> None:
+        txn = self._pending_txn
+        if not isinstance(txn, dict) or not isinstance(txn.get("id"), str):
+            return
+        events = txn.get("events")
+        if isinstance(events, list) and not self.journal.tail_contains(txn["id"]):
+            self.journal.append(e for e in events if isinstance(e, dict))
+
+    def load(self, ledger: Ledger) -> None:
+        if not self.path.exists():
+            self._read(ledger)
+            return
+        with store_lock(self.path, self.lock_timeout):
+            self._read(ledger)
+
+    def refresh(self, ledger: Ledger) -> None:
+        if self._stat() != self._signature:
+            self.load(ledger)
+
+    @contextlib.contextmanager
+    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+        with store_lock(self.path, self.lock_timeout):
+            remove_stale_temps(self.path)
+            if self._stat() != self._signature or getattr(ledger, "_stale", False):
+                self._read(ledger)
+                ledger._stale = False
+            self._recover_journal()
+            try:
+                ledger._begin_journal(changes)
+                yield
+            except BaseException:
+                ledger._stale = True
+                raise
+            if not changes.events and not changes.touched and not changes.opened:
+                return
+            txn = secrets.token_hex(8)
+            for event in changes.events:
+                event["txn"] = txn
+            payload = ledger.to_payload()
+            payload["ledger"]["journal"] = JOURNAL_MARK
+            payload["ledger"]["journal_txn"] = {"id": txn, "events": changes.events}
+            try:
+                write_json_atomic(self.path, payload)
+            except BaseException:
+                ledger._stale = True
+                raise
+            self.created = self.created or self._signature is None
+            self._signature = self._stat()
+            self._pending_txn = None
+            self.journal.append(changes.events)
+
+    def history(self, entry_id: str) -> list[Any]:
+        raise NotImplementedError  # notes live in the ledger's memory for JSON stores
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        return self.journal.read()
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,308 @@
+"""SQLite stores: the default on disk, safe for many processes at once.
+
+WAL mode lets readers run while one writer writes. Every ledger operation is
+one ``BEGIN IMMEDIATE`` transaction: it waits its turn (up to ``lock_timeout``
+seconds, then ``StoreLockedError``), brings this process's view up to date by
+reading only rows whose ``version`` is newer than the one it last saw, runs,
+and writes only the entries and tickets it touched plus its events and notes.
+A crash at any moment leaves the previous transaction's state: SQLite's
+journal makes each one all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
+from ..migrations import apply_migrations
+from ..store import MemoryStore
+from ..types import MemoryEntry
+
+if TYPE_CHECKING:
+    from ..ledger import Changes, Ledger
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class SqliteBackend:
+    kind = "sqlite"
+    history_in_memory = False
+
+    def __init__(
+        self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
+    ) -> None:
+        self.path = Path(path)
+        self.lock_timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+        self.created = False
+        if not self.path.exists():
+            if not create:
+                raise StoreNotFound(f"{self.path}: no such store")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                self.created = True
+        elif self.path.is_dir():
+            raise StoreFormatError(f"{self.path} is a directory, not a store")
+        try:
+            self.conn = sqlite3.connect(
+                self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+            )
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            apply_migrations(self.conn, str(self.path))
+        except sqlite3.DatabaseError as exc:
+            self._raise(exc, "open")
+        self._seen = -1
+
+    def _raise(self, exc: sqlite3.Error, doing: str) -> None:
+        message = str(exc)
+        if "locked" in message or "busy" in message:
+            raise StoreLockedError(
+                f"{self.path} stayed locked by another writer for {self.lock_timeout:g} s "
+                f"while trying to {doing}; retry, or raise the lock timeout"
+            ) from None
+        if "not a database" in message or "malformed" in message:
+            raise StoreFormatError(
+                f"{self.path} is not a valid darwin-memo SQLite store ({message}); "
+                "nothing was written to it"
+            ) from None
+        raise StoreError(f"{self.path}: SQLite error while trying to {doing}: {message}") from None
+
+    # -- reading -----------------------------------------------------------------
+
+    def _meta(self) -> dict[str, Any]:
+        rows = self.conn.execute("SELECT key, value FROM meta").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def _entry(self, data: str, where: str) -> MemoryEntry:
+        try:
+            return MemoryEntry.from_dict(json.loads(data))
+        except (ValueError, StoreFormatError) as exc:
+            raise StoreFormatError(f"{self.path}: unreadable {where} row: {exc}") from None
+
+    def _read_all(self, ledger: Ledger) -> None:
+        from ..ledger import Ticket
+
+        meta = self._meta()
+        config = meta.get("config", {})
+        store = MemoryStore(
+            max_energy=config.get("max_energy", 5.0),
+            upkeep=config.get("upkeep", 0.05),
+            retriever=ledger.store.retriever,
+        )
+        extra = meta.get("payload_extra", {})
+        store.payload_extra = extra if isinstance(extra, dict) else {}
+        damaged: set[str] = set()
+        for entry_id, alive, dmg, data in self.conn.execute(
+            "SELECT id, alive, damaged, data FROM entries ORDER BY rowid"
+        ):
+            entry = self._entry(data, f"entry {entry_id}")
+            store.sync_entry(entry, bool(alive))
+            if dmg:
+                damaged.add(entry_id)
+        state = store.payload_extra.get("retriever")
+        if isinstance(state, dict) and state:
+            store.retriever.load_state(state)
+        ledger.store = store
+        ledger.protocol.store = store
+        ledger.tick_count = int(meta.get("tick_count", 0))
+        ledger.damaged = damaged
+        ledger._set_pending(
+            Ticket.from_dict(json.loads(data))
+            for (data,) in self.conn.execute("SELECT data FROM tickets WHERE open = 1")
+        )
+        ledger._needs_snapshot = False
+        self._seen = int(meta.get("version", 0))
+
+    def _read_changes(self, ledger: Ledger, version: int) -> None:
+        from ..ledger import Ticket
+
+        store = ledger.store
+        for entry_id, alive, dmg, data in self.conn.execute(
+            "SELECT id, alive, damaged, data FROM entries WHERE version > ?", (self._seen,)
+        ):
+            store.sync_entry(self._entry(data, f"entry {entry_id}"), bool(alive))
+            if dmg:
+                ledger.damaged.add(entry_id)
+            else:
+                ledger.damaged.discard(entry_id)
+        for ticket_id, is_open, data in self.conn.execute(
+            "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
+        ):
+            ledger._close_ticket(ticket_id)
+            if is_open:
+                ledger._open_ticket(Ticket.from_dict(json.loads(data)))
+        meta = self._meta()
+        ledger.tick_count = int(meta.get("tick_count", 0))
+        self._seen = version
+
+    def _current_version(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        return int(json.loads(row[0])) if row else 0
+
+    def _sync(self, ledger: Ledger) -> None:
+        if getattr(ledger, "_stale", False) or self._seen < 0:
+            self._read_all(ledger)
+            ledger._stale = False
+            return
+        version = self._current_version()
+        if version != self._seen:
+            self._read_changes(ledger, version)
+
+    def load(self, ledger: Ledger) -> None:
+        try:
+            self.conn.execute("BEGIN")
+            try:
+                self._read_all(ledger)
+            finally:
+                self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._raise(exc, "read the store")
+
+    def refresh(self, ledger: Ledger) -> None:
+        try:
+            self.conn.execute("BEGIN")
+            try:
+                self._sync(ledger)
+            finally:
+                self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._raise(exc, "read the store")
+
+    # -- writing -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._raise(exc, "start a write")
+        try:
+            self._sync(ledger)
+            ledger._begin_journal(changes)
+            yield
+            if changes.events or changes.touched or changes.opened or changes.closed:
+                self._write(ledger, changes)
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            ledger._stale = True
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                self._raise(exc, "write the store")
+            raise
+
+    def _write(self, ledger: Ledger, changes: Changes) -> None:
+        version = self._current_version() + 1
+        store = ledger.store
+        rows = []
+        for entry_id in changes.touched:
+            entry = store.get(entry_id)
+            alive = entry is not None
+            if entry is None:
+                entry = store.get_dead(entry_id)
+            if entry is None:
+                continue
+            rows.append(
+                (
+                    entry.id,
+                    int(alive),
+                    entry.energy,
+                    entry.kind.value,
+                    int(entry.id in ledger.damaged),
+                    _dumps(entry.to_dict()),
+                    version,
+                )
+            )
+        self.conn.executemany(
+            "INSERT INTO entries (id, alive, energy, kind, damaged, data, version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+            "alive=excluded.alive, energy=excluded.energy, kind=excluded.kind, "
+            "damaged=excluded.damaged, data=excluded.data, version=excluded.version",
+            rows,
+        )
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO tickets (id, open, born_tick, data, version) "
+            "VALUES (?, 1, ?, ?, ?)",
+            [(t.id, t.born_tick, _dumps(t.to_dict()), version) for t in changes.opened],
+        )
+        self.conn.executemany(
+            "UPDATE tickets SET open = 0, version = ? WHERE id = ?",
+            [(version, ticket_id) for ticket_id in changes.closed],
+        )
+        self.conn.executemany(
+            "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
+            [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
+        )
+        self.conn.executemany(
+            "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
+            [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],
+        )
+        meta = {
+            "version": version,
+            "tick_count": ledger.tick_count,
+            "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
+        }
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [(k, _dumps(v)) for k, v in meta.items()],
+        )
+        self._seen = version
+
+    def write_meta(self, key: str, value: Any) -> None:
+        """Set one meta value in its own transaction (used by migration)."""
+        with self._immediate():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value))
+            )
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._raise(exc, "start a write")
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+
+    # -- the journal and notes ----------------------------------------------------
+
+    def history(self, entry_id: str) -> list[Any]:
+        return [
+            json.loads(data)
+            for (data,) in self.conn.execute(
+                "SELECT data FROM notes WHERE entry_id = ? ORDER BY seq", (entry_id,)
+            )
+        ]
+
+    def all_history(self) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for entry_id, data in self.conn.execute("SELECT entry_id, data FROM notes ORDER BY seq"):
+            out.setdefault(entry_id, []).append(json.loads(data))
+        return out
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        cursor = self.conn.execute("SELECT data FROM events ORDER BY seq")
+        for (data,) in cursor:
+            yield json.loads(data)
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()

@@ -1,0 +1,127 @@
+"""The event journal: one JSON object per ledger event, append-only.
+
+Every decide, settle, abandon, add, import, forget, pin, tick, merge and death
+is an event with its tick and timestamp. Events carry what it takes to rebuild
+every balance (``replay.verify``): stakes, credits as applied, the upkeep rate
+of each tick, burials and merges.
+
+For JSON-file stores the journal is the published ``NAME.events.jsonl`` file,
+rotated logrotate-style at 10 MiB (``NAME.events.jsonl.1`` is the newest
+rotation). SQLite stores keep it in a table instead (see ``sqlite``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EVENT_LOG_KEEP",
+    "EVENT_LOG_MAX_BYTES",
+    "EventLog",
+    "event_log_path",
+    "event_log_paths",
+]
+
+EVENT_LOG_MAX_BYTES = 10 * 1024 * 1024
+EVENT_LOG_KEEP = 3
+
+
+def event_log_path(store_path: str | Path) -> Path:
+    """``lessons.json`` -> ``lessons.events.jsonl`` (the published convention)."""
+    p = Path(store_path)
+    return p.with_name(p.stem + ".events.jsonl")
+
+
+def event_log_paths(path: str | Path, keep: int = EVENT_LOG_KEEP) -> list[Path]:
+    """Existing journal files, oldest first: rotations (highest number first), then live."""
+    p = Path(path)
+    rotated: list[tuple[int, Path]] = []
+    if p.parent.is_dir():
+        prefix = p.name + "."
+        for child in p.parent.iterdir():
+            suffix = child.name[len(prefix) :] if child.name.startswith(prefix) else ""
+            if suffix.isdigit():
+                rotated.append((int(suffix), child))
+    ordered = [c for _, c in sorted(rotated, reverse=True)]
+    if p.exists():
+        ordered.append(p)
+    return ordered
+
+
+class EventLog:
+    """An append-only JSONL journal with size-based rotation."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        max_bytes: int = EVENT_LOG_MAX_BYTES,
+        keep: int = EVENT_LOG_KEEP,
+    ) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.keep = keep
+
+    def _rotate(self) -> None:
+        if self.max_bytes <= 0 or self.keep <= 0:
+            return
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size < self.max_bytes:
+            return
+        oldest = self.path.with_name(f"{self.path.name}.{self.keep}")
+        with contextlib.suppress(FileNotFoundError):
+            oldest.unlink()
+        for k in range(self.keep - 1, 0, -1):
+            src = self.path.with_name(f"{self.path.name}.{k}")
+            if src.exists():
+                os.replace(src, self.path.with_name(f"{self.path.name}.{k + 1}"))
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+    def append(self, events: Iterable[dict[str, Any]]) -> None:
+        """Append events (one write, fsynced). Non-finite numbers are refused."""
+        lines = [json.dumps(e, ensure_ascii=False, allow_nan=False) for e in events]
+        if not lines:
+            return
+        self._rotate()
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self) -> Iterator[dict[str, Any]]:
+        """Every readable event, oldest first; unparseable lines are skipped."""
+        for path in event_log_paths(self.path, self.keep):
+            try:
+                fh = path.open("rb")
+            except OSError:
+                continue
+            with fh:
+                for raw in fh:
+                    try:
+                        record = json.loads(raw)
+                    except (ValueError, UnicodeDecodeError):
+                        continue
+                    if isinstance(record, dict):
+                        yield record
+
+    def tail_contains(self, txn: str, window: int = 1 << 20) -> bool:
+        """Whether a transaction id appears near the end of the live file."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - window))
+                tail = fh.read()
+        except FileNotFoundError:
+            return False
+        return f'"txn": "{txn}"'.encode() in tail

@@ -1,0 +1,963 @@
+"""The Ledger: decide now, settle when the measurement lands, tick on your cadence.
+
+Real outcomes arrive late. ``decide`` answers from memory and hands back a
+ticket naming the entries behind the answer; ``settle`` pays the measured delta
+along that provenance whenever it arrives; ``tick`` charges upkeep, buries the
+dead, expires stale tickets at delta zero and merges near-duplicates.
+
+Entries named by an open ticket are **escrowed**: they keep paying upkeep (and
+may go negative) but cannot be buried, merged or forgotten until their verdict
+lands, so an outcome can never arrive after the execution.
+
+Every operation appends events to the journal (see ``events``) and notes to the
+life story of each entry it touched. A ledger opened on a path with
+``Ledger.open`` is durable: each operation is one transaction against the
+store's backend (SQLite by default, or the published JSON file format), which
+first brings this process's view up to date with what other processes wrote.
+A ledger built on an in-memory ``MemoryStore`` behaves like the published one:
+nothing is written until ``save``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .consolidate import merge_groups
+from .errors import DarwinMemoError, StoreFormatError
+from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
+from .protocol import ProtocolAnswer, QueryProtocol
+from .store import MemoryStore
+from .survival import SurvivalConfig, advance_lifecycle, assign_credit
+from .types import EntryKind, MemoryEntry, utc_now_iso
+
+if TYPE_CHECKING:
+    from .backends import Backend
+
+__all__ = [
+    "DEFAULT_PROBATION",
+    "EVENT_LOG_KEEP",
+    "EVENT_LOG_MAX_BYTES",
+    "HISTORY_CAP",
+    "MAX_ANSWER_CHARS",
+    "MAX_QUERY_CHARS",
+    "Ledger",
+    "LedgerInputError",
+    "Ticket",
+    "event_log_paths",
+    "new_ticket_id",
+    "note_text",
+]
+
+DEFAULT_PROBATION = 3
+#: Notes kept per entry in memory (durable backends keep every note).
+HISTORY_CAP = 100
+MAX_QUERY_CHARS = 64 * 1024
+MAX_QUESTION_CHARS = 64 * 1024
+MAX_ANSWER_CHARS = 1024 * 1024
+DEFAULT_EXPIRE_AFTER = 50
+
+
+class LedgerInputError(DarwinMemoError, ValueError):
+    """An argument to a ledger operation was refused; nothing changed."""
+
+
+def new_ticket_id() -> str:
+    """An unguessable ticket id: 96 random bits as 24 hex digits.
+
+    Tickets are capabilities (whoever holds one moves energy), so they are not
+    the 12-hex ids of the published package, though those are still accepted.
+    """
+    return secrets.token_hex(12)
+
+
+@dataclass
+class Ticket:
+    """A decision awaiting its measured outcome."""
+
+    query: str
+    answer: str
+    deciding_entry: str | None
+    supporting_entries: list[str]
+    born_tick: int
+    id: str = field(default_factory=new_ticket_id)
+
+    @property
+    def provenance(self) -> list[str]:
+        """Supporting ids, then the decider (last)."""
+        ids = list(self.supporting_entries)
+        if self.deciding_entry is not None:
+            ids.append(self.deciding_entry)
+        return ids
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "answer": self.answer,
+            "deciding_entry": self.deciding_entry,
+            "supporting_entries": list(self.supporting_entries),
+            "born_tick": self.born_tick,
+            "id": self.id,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Ticket:
+        if not isinstance(d, dict):
+            raise StoreFormatError("a ticket must be an object")
+        try:
+            ticket = cls(
+                query=str(d["query"]),
+                answer=str(d.get("answer", "")),
+                deciding_entry=d.get("deciding_entry"),
+                supporting_entries=list(d.get("supporting_entries", [])),
+                born_tick=int(d.get("born_tick", 0)),
+                id=str(d["id"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreFormatError(f"bad ticket {d.get('id')!r}: {exc}") from None
+        if ticket.deciding_entry is not None and not isinstance(ticket.deciding_entry, str):
+            raise StoreFormatError(f"bad ticket {ticket.id!r}: deciding_entry must be a string")
+        if not all(isinstance(s, str) for s in ticket.supporting_entries):
+            raise StoreFormatError(f"bad ticket {ticket.id!r}: supporting_entries must be strings")
+        return ticket
+
+
+def note_text(note: Any) -> str:
+    """The display text of a history note (old stores may hold bare strings)."""
+    if isinstance(note, dict):
+        return str(note.get("text", ""))
+    return str(note)
+
+
+def _signed(x: float) -> str:
+    text = f"{x:+.3f}".rstrip("0").rstrip(".")
+    return "+0" if text in ("+", "-", "-0", "+0") else text
+
+
+def _delta_text(x: float) -> str:
+    return f"{x:+g}"
+
+
+@dataclass
+class Changes:
+    """What one operation did, for the backend to write in one transaction."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    opened: list[Ticket] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
+    touched: set[str] = field(default_factory=set)
+
+
+class Ledger:
+    """Tickets, escrow, expiry, ticks and the journal over a ``MemoryStore``."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        protocol: QueryProtocol | None = None,
+        config: SurvivalConfig | None = None,
+        resource_scale: float | None = None,
+        event_log: str | Path | None = None,
+        event_log_max_bytes: int = EVENT_LOG_MAX_BYTES,
+        event_log_keep: int = EVENT_LOG_KEEP,
+    ) -> None:
+        self.store = store
+        self.config = config if config is not None else SurvivalConfig()
+        scale = resource_scale if resource_scale is not None else self.config.resource_scale
+        scale = 1.0 if scale is None else float(scale)
+        if not math.isfinite(scale) or scale <= 0:
+            raise LedgerInputError(f"resource_scale must be a positive number, got {scale!r}")
+        self.resource_scale = scale
+        self.protocol = (
+            protocol
+            if protocol is not None
+            else QueryProtocol(store, conflict_threshold=self.config.merge_threshold)
+        )
+        self.tick_count = 0
+        self.damaged: set[str] = set()
+        self._pending: dict[str, Ticket] = {}
+        self._escrow: Counter[str] = Counter()
+        self._history: dict[str, list[Any]] = {}
+        self.event_log = (
+            EventLog(event_log, event_log_max_bytes, event_log_keep)
+            if event_log is not None
+            else None
+        )
+        self.backend: Backend | None = None
+        self._changes: Changes | None = None
+        self._lock = threading.RLock()
+        #: Set when an operation failed mid-way: the next one reloads the view.
+        self._stale = False
+        #: Whether the journal must open with a snapshot of the current balances.
+        self._needs_snapshot = (
+            event_log is not None
+            and not any(p.exists() for p in event_log_paths(event_log, event_log_keep))
+            and (len(store) > 0 or store.dead_count() > 0)
+        )
+
+    # -- opening durable stores ---------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        config: SurvivalConfig | None = None,
+        resource_scale: float | None = None,
+        create: bool = True,
+        backend: str | None = None,
+        lock_timeout: float | None = None,
+    ) -> Ledger:
+        """A durable ledger on a store path (SQLite by default; ``.json`` = published format).
+
+        ``create=False`` raises ``StoreNotFound`` for a missing store instead of
+        creating it. See ``backends.open_backend`` for how a path picks its format.
+        """
+        from .backends import open_backend
+
+        be = open_backend(path, kind=backend, create=create, lock_timeout=lock_timeout)
+        store = MemoryStore()
+        ledger = cls(store, config=config, resource_scale=resource_scale)
+        ledger.backend = be
+        be.load(ledger)
+        return ledger
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------
+
+    def _set_pending(self, tickets: Iterable[Ticket]) -> None:
+        self._pending = {}
+        self._escrow = Counter()
+        for t in tickets:
+            self._open_ticket(t)
+
+    def _open_ticket(self, ticket: Ticket) -> None:
+        self._pending[ticket.id] = ticket
+        self._escrow.update(set(ticket.provenance))
+
+    def _close_ticket(self, ticket_id: str) -> Ticket | None:
+        ticket = self._pending.pop(ticket_id, None)
+        if ticket is not None:
+            self._escrow.subtract(set(ticket.provenance))
+            for i in set(ticket.provenance):
+                if self._escrow[i] <= 0:
+                    del self._escrow[i]
+        return ticket
+
+    def escrowed(self) -> set[str]:
+        """Ids named by any pending ticket."""
+        return set(self._escrow)
+
+    @contextlib.contextmanager
+    def _op(self) -> Iterator[Changes]:
+        """One operation = one transaction (durable) or one journal append (in memory)."""
+        if self._changes is not None:  # nested: part of the enclosing operation
+            yield self._changes
+            return
+        with self._lock:
+            changes = Changes()
+            self._changes = changes
+            with self._run(changes):
+                yield changes
+
+    @contextlib.contextmanager
+    def _run(self, changes: Changes) -> Iterator[None]:
+        try:
+            if self.backend is not None:
+                with self.backend.transaction(self, changes):
+                    self.store.dirty.clear()
+                    yield
+                    changes.touched |= self.store.dirty
+            else:
+                self._begin_journal(changes)
+                yield
+                if self.event_log is not None and changes.events:
+                    self.event_log.append(changes.events)
+        finally:
+            self._changes = None
+            self.store.dirty.clear()
+
+    def _refresh(self) -> None:
+        """Bring a durable ledger's view up to date before a read."""
+        if self.backend is not None and self._changes is None:
+            with self._lock:
+                self.backend.refresh(self)
+
+    def _begin_journal(self, changes: Changes) -> None:
+        """Open the journal with a snapshot when it does not cover the store's past."""
+        if not self._needs_snapshot:
+            return
+        self._needs_snapshot = False
+        self._emit(changes, "snapshot", **self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        """Balances, flags and open tickets: where a replay of the journal may start."""
+        rows = [[e.id, e.energy, True, e.pinned] for e in self.store.alive()]
+        rows += [[e.id, e.energy, False, e.pinned] for e in self.store.graveyard()]
+        return {
+            "tick_count": self.tick_count,
+            "max_energy": self.store.max_energy,
+            "entries": rows,
+            "pending": [[t.id, t.provenance] for t in self._pending.values()],
+        }
+
+    def _emit(self, changes: Changes, event: str, **payload: Any) -> None:
+        record: dict[str, Any] = {"event": event, "tick": self.tick_count, "ts": utc_now_iso()}
+        record.update(payload)
+        changes.events.append(record)
+
+    def _note(self, changes: Changes, entry_id: str, text: str, event: str, **extra: Any) -> None:
+        note: dict[str, Any] = {"tick": self.tick_count, "ts": utc_now_iso(), "text": text}
+        note["event"] = event
+        note.update(extra)
+        if self.backend is None or self.backend.history_in_memory:
+            notes = self._history.setdefault(entry_id, [])
+            notes.append(note)
+            if len(notes) > HISTORY_CAP:
+                del notes[: len(notes) - HISTORY_CAP]
+        changes.notes.append((entry_id, note))
+        changes.touched.add(entry_id)
+
+    # -- validation -------------------------------------------------------------
+
+    @staticmethod
+    def _text(value: Any, what: str, limit: int, *, allow_empty: bool = False) -> str:
+        if not isinstance(value, str):
+            raise LedgerInputError(f"{what} must be text, got {type(value).__name__}")
+        if "\x00" in value:
+            raise LedgerInputError(f"{what} contains a NUL character; pass plain text")
+        if len(value) > limit:
+            raise LedgerInputError(
+                f"{what} is {len(value):,} characters long; the limit is {limit:,}"
+            )
+        if not allow_empty and not value.strip():
+            raise LedgerInputError(f"{what} is empty")
+        return value
+
+    # -- decide / settle --------------------------------------------------------
+
+    def decide(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        half_life: float | None = None,
+        kind: EntryKind | str | None = None,
+        source: str | None = None,
+    ) -> Ticket:
+        """Answer ``query`` from memory; the ticket is pending only if memory spoke."""
+        self._text(query, "the query", MAX_QUERY_CHARS)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise LedgerInputError(f"k must be a positive integer, got {k!r}")
+        if half_life is not None and (not math.isfinite(half_life) or half_life <= 0):
+            raise LedgerInputError(f"half_life must be a positive number, got {half_life!r}")
+        if kind is not None:
+            try:
+                kind = EntryKind(kind)
+            except ValueError:
+                known = ", ".join(x.value for x in EntryKind)
+                raise LedgerInputError(f"unknown kind {kind!r} (known kinds: {known})") from None
+        with self._op() as changes:
+            answer = self.protocol.answer(
+                query, k, half_life=half_life, now_cycle=self.tick_count, kind=kind, source=source
+            )
+            answer, withheld = self._enforce_probation(answer)
+            ticket = Ticket(
+                query=query,
+                answer=(answer.annotated_text or answer.text) if answer.text else "",
+                deciding_entry=answer.deciding_entry,
+                supporting_entries=list(answer.supporting_entries),
+                born_tick=self.tick_count,
+            )
+            silent = not ticket.provenance or not answer.text
+            if silent:
+                ticket.deciding_entry, ticket.supporting_entries, ticket.answer = None, [], ""
+            else:
+                self._open_ticket(ticket)
+                changes.opened.append(ticket)
+            payload: dict[str, Any] = {
+                "ticket": None if silent else ticket.id,
+                "query": query,
+                "silent": silent,
+                "provenance": ticket.provenance,
+            }
+            if withheld:
+                payload["withheld"] = withheld
+            self._emit(changes, "decide", **payload)
+        return ticket
+
+    def _enforce_probation(self, answer: ProtocolAnswer) -> tuple[ProtocolAnswer, list[str]]:
+        decider = answer.deciding_entry
+        supporters = list(answer.supporting_entries)
+        entry = self.store.get(decider) if decider else None
+        if decider is not None and entry is not None and not entry.may_decide:
+            supporters.insert(0, decider)
+            decider = None
+        consulted = supporters + ([decider] if decider else [])
+        if consulted and decider is None:
+            entries = [self.store.get(i) for i in consulted]
+            if all(e is not None and not e.may_decide for e in entries):
+                return ProtocolAnswer(text=""), consulted
+        answer.deciding_entry, answer.supporting_entries = decider, supporters
+        return answer, []
+
+    def pending(self) -> list[Ticket]:
+        self._refresh()
+        return list(self._pending.values())
+
+    def settle(self, ticket_id: str, delta: float, detail: str = "") -> bool:
+        """Pay a measured ``delta`` along the ticket's provenance. False if it did not land."""
+        if not isinstance(ticket_id, str):
+            raise LedgerInputError("the ticket id must be text")
+        detail = self._text(detail, "the detail", MAX_QUERY_CHARS, allow_empty=True)
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+            raise LedgerInputError(f"delta must be a number, got {type(delta).__name__}")
+        with self._op() as changes:
+            return self._settle(changes, ticket_id, float(delta), detail)
+
+    def _settle(self, changes: Changes, ticket_id: str, delta: float, detail: str) -> bool:
+        if not math.isfinite(delta):
+            self._emit(changes, "settle_rejected", ticket=ticket_id, detail="non-finite delta")
+            return False
+        ticket = self._close_ticket(ticket_id)
+        if ticket is None:
+            self._emit(changes, "settle_dropped", ticket=ticket_id, delta=delta, detail=detail)
+            return False
+        changes.closed.append(ticket.id)
+        applied = assign_credit(
+            self.store,
+            ticket.deciding_entry,
+            ticket.supporting_entries,
+            delta,
+            self.resource_scale,
+            self.config,
+            self.tick_count,
+        )
+        suffix = f", {detail}" if detail else ""
+        for entry_id, credit in applied:
+            if credit < -1e-9:
+                self.damaged.add(entry_id)
+            self._note(
+                changes,
+                entry_id,
+                f"tick {self.tick_count}: credit {_signed(credit)} "
+                f"(measured delta {_delta_text(delta)}{suffix})",
+                "settle",
+                ticket=ticket.id,
+                credit=round(credit, 6),
+                delta=delta,
+                detail=detail,
+            )
+        denied: set[str] = set()
+        for entry_id, what in advance_lifecycle(self.store, applied, delta, ticket.deciding_entry):
+            changes.touched.add(entry_id)
+            if what == "graduated":
+                self._note(
+                    changes,
+                    entry_id,
+                    f"graduated from probation at tick {self.tick_count}: may decide from here",
+                    "graduate",
+                )
+                self._emit(changes, "graduate", entry=entry_id, lifecycle="probation")
+            elif what == "admitted":
+                self._note(
+                    changes,
+                    entry_id,
+                    f"admitted at tick {self.tick_count}: juvenile window complete, "
+                    "full deciding credit from here",
+                    "admitted",
+                )
+                self._emit(changes, "graduate", entry=entry_id, lifecycle="admission")
+            else:
+                denied.add(entry_id)
+                self.damaged.add(entry_id)
+                self._note(
+                    changes,
+                    entry_id,
+                    f"admission denied at tick {self.tick_count}: negative outcome "
+                    f"({_delta_text(delta)}) while deciding inside the juvenile window",
+                    "admission_denied",
+                )
+                self._emit(changes, "admission_denied", entry=entry_id, delta=delta)
+        buried: list[str] = []
+        floored: list[str] = []
+        for entry_id in dict.fromkeys(ticket.provenance):
+            entry = self.store.get(entry_id)
+            if entry is None:
+                continue
+            if entry.pinned:
+                if entry.energy < 0:
+                    self.store.set_energy(entry_id, 0.0)
+                    floored.append(entry_id)
+                continue
+            if not entry.alive and (entry_id not in self._escrow or entry_id in denied):
+                self.store.bury(entry_id)
+                buried.append(entry_id)
+                cause = "executed" if entry_id in self.damaged else "starved"
+                self._note(
+                    changes,
+                    entry_id,
+                    f"buried at tick {self.tick_count} on settle",
+                    "buried",
+                    cause=cause,
+                )
+        payload: dict[str, Any] = {
+            "ticket": ticket.id,
+            "delta": delta,
+            "detail": detail,
+            "applied": [{"entry": i, "credit": c} for i, c in applied],
+            "buried": buried,
+        }
+        if floored:
+            payload["floored"] = floored
+        if denied:
+            payload["denied"] = sorted(denied)
+        self._emit(changes, "settle", **payload)
+        return True
+
+    def abandon(self, ticket_id: str) -> bool:
+        """Release a ticket you chose not to act on (a settlement at delta zero)."""
+        if not isinstance(ticket_id, str):
+            raise LedgerInputError("the ticket id must be text")
+        with self._op() as changes:
+            if ticket_id not in self._pending:
+                self._emit(
+                    changes,
+                    "settle_dropped",
+                    ticket=ticket_id,
+                    delta=0.0,
+                    detail="abandon: ticket not pending",
+                )
+                return False
+            return self._settle(changes, ticket_id, 0.0, "abandoned: not acted on")
+
+    # -- population changes -----------------------------------------------------
+
+    def add(self, question: str, answer: str, source: str = "agent") -> MemoryEntry:
+        """Write a lesson (an ``experience`` entry born at this tick)."""
+        question = self._text(question, "the question", MAX_QUESTION_CHARS).strip()
+        answer = self._text(answer, "the answer", MAX_ANSWER_CHARS).strip()
+        source = self._text(source, "the source", 1024)
+        window = max(0, self.config.admission_window)
+        with self._op() as changes:
+            entry = MemoryEntry(
+                question=question,
+                answer=answer,
+                kind=EntryKind.EXPERIENCE,
+                sources=[source],
+                born_cycle=self.tick_count,
+                juvenile=window,
+            )
+            self.store.add(entry)
+            extra = f", juvenile window {window}" if window else ""
+            self._note(
+                changes,
+                entry.id,
+                f"born at tick {self.tick_count} (source {source}, stake {entry.energy:g}{extra})",
+                "birth",
+                source=source,
+                stake=entry.energy,
+            )
+            self._emit(
+                changes,
+                "add",
+                entry=entry.id,
+                question=question,
+                answer=answer,
+                source=source,
+                stake=entry.energy,
+                juvenile=window,
+            )
+        return entry
+
+    def import_entries(
+        self, entries: Iterable[MemoryEntry], source: str, probation: int = DEFAULT_PROBATION
+    ) -> list[MemoryEntry]:
+        """Adopt foreign entries on probation (idempotent; the executed stay dead).
+
+        Each gets a fresh stake of 1.0 and must earn ``probation`` net-positive
+        settlements before it may decide. Unlike the published package the
+        original ``recorded_ts`` is kept: old advice is not shown as new.
+        """
+        source = self._text(source, "the import source", 4096)
+        probation = max(0, int(probation))
+        imported: list[MemoryEntry] = []
+        with self._op() as changes:
+            stamp = utc_now_iso()
+            for foreign in entries:
+                if not foreign.alive:
+                    continue
+                if self.store.get(foreign.id) is not None or self.store.get_dead(foreign.id):
+                    continue
+                entry = MemoryEntry(
+                    question=foreign.question,
+                    answer=foreign.answer,
+                    kind=foreign.kind,
+                    sources=list(foreign.sources),
+                    born_cycle=self.tick_count,
+                    recorded_ts=foreign.recorded_ts,
+                    probation=probation,
+                    imported_from=source,
+                    imported_at=stamp,
+                    id=foreign.id,
+                )
+                self.store.add(entry)
+                imported.append(entry)
+                self._note(
+                    changes,
+                    entry.id,
+                    f"imported at tick {self.tick_count} from {source} "
+                    f"(probation {probation}, stake {entry.energy:g})",
+                    "import",
+                    source=source,
+                    stake=entry.energy,
+                )
+                self._emit(
+                    changes,
+                    "import",
+                    entry=entry.id,
+                    source=source,
+                    probation=probation,
+                    stake=entry.energy,
+                    question=entry.question,
+                    answer=entry.answer,
+                    kind=entry.kind.value,
+                )
+        return imported
+
+    def _living(self, entry_id: str) -> MemoryEntry | None:
+        entry = self.store.get(entry_id)
+        return entry if entry is not None and entry.alive else None
+
+    def pin(self, entry_id: str) -> bool:
+        """Exempt a living entry from starvation, merges and forgetting."""
+        with self._op() as changes:
+            entry = self._living(entry_id)
+            if entry is None:
+                return False
+            if not entry.pinned:
+                entry.pinned = True
+                self._note(
+                    changes,
+                    entry_id,
+                    f"pinned at tick {self.tick_count}: culling and merges disabled",
+                    "pin",
+                )
+                self._emit(changes, "pin", entry=entry_id)
+            return True
+
+    def unpin(self, entry_id: str) -> bool:
+        with self._op() as changes:
+            entry = self._living(entry_id)
+            if entry is None:
+                return False
+            if entry.pinned:
+                entry.pinned = False
+                self._note(
+                    changes,
+                    entry_id,
+                    f"unpinned at tick {self.tick_count}: survival pressure resumes",
+                    "unpin",
+                )
+                self._emit(changes, "unpin", entry=entry_id)
+            return True
+
+    def forget(self, entry_id: str) -> str:
+        """Bury an entry now: ``"buried"``, or why not (``missing/escrowed/pinned``)."""
+        with self._op() as changes:
+            if entry_id in self._escrow and self.store.get(entry_id) is not None:
+                self._emit(changes, "forget_refused", entry=entry_id, reason="escrowed")
+                return "escrowed"
+            entry = self.store.get(entry_id)
+            if entry is None:
+                return "missing"
+            if entry.pinned:
+                self._emit(changes, "forget_refused", entry=entry_id, reason="pinned")
+                return "pinned"
+            self.store.bury(entry_id)
+            self._note(
+                changes,
+                entry_id,
+                f"buried at tick {self.tick_count} by forget",
+                "buried",
+                cause="forgotten",
+            )
+            self._emit(changes, "forget", entry=entry_id)
+            return "buried"
+
+    # -- time ---------------------------------------------------------------------
+
+    def tick(self, expire_after: int | None = DEFAULT_EXPIRE_AFTER) -> dict[str, Any]:
+        """Advance one tick: expire stale tickets, charge upkeep, bury, consolidate."""
+        if expire_after is not None and (
+            isinstance(expire_after, bool) or not isinstance(expire_after, int) or expire_after < 0
+        ):
+            raise LedgerInputError(f"expire_after must be an integer >= 0, got {expire_after!r}")
+        with self._op() as changes:
+            self.tick_count += 1
+            dead_entries: list[str] = []
+            expired = 0
+            if expire_after is not None:
+                stale = [
+                    t.id
+                    for t in self._pending.values()
+                    if self.tick_count - t.born_tick > expire_after
+                ]
+                for ticket_id in stale:
+                    before = len(changes.events)
+                    self._settle(changes, ticket_id, 0.0, "expired unsettled")
+                    expired += 1
+                    for record in changes.events[before:]:
+                        if record["event"] == "settle":
+                            record["expired"] = True
+                            dead_entries.extend(record["buried"])
+            charged_before = self.store.books.totals.get("upkeep", 0.0)
+            buried = self.store.charge_upkeep(protect=self.escrowed())
+            for entry in buried:
+                executed = entry.id in self.damaged
+                cause = "executed" if executed else "starved"
+                why = (
+                    "executed: negative outcomes drained it"
+                    if executed
+                    else "starved: never earned its upkeep"
+                )
+                self._note(
+                    changes,
+                    entry.id,
+                    f"died at tick {self.tick_count} ({why}; uses={entry.uses}, "
+                    f"last_used_tick={entry.last_used_cycle})",
+                    "death",
+                    cause=cause,
+                )
+                dead_entries.append(entry.id)
+            upkeep_charged = -(self.store.books.totals.get("upkeep", 0.0) - charged_before)
+            merges = []
+            every = self.config.consolidate_every
+            if every and self.tick_count % every == 0:
+                merges = merge_groups(
+                    self.store,
+                    self.tick_count,
+                    self.config.merge_threshold,
+                    exclude=self.escrowed(),
+                    source_policy=self.config.merge_source_policy,
+                )
+            stats: dict[str, Any] = {
+                "tick": self.tick_count,
+                "population": len(self.store),
+                "deaths": len(dead_entries),
+                "merges": len(merges),
+                "pending": len(self._pending),
+                "expired": expired,
+                "total_energy": _round_energy(self.store.total_energy()),
+                "upkeep_charged": round(upkeep_charged, 6),
+            }
+            self._emit(
+                changes,
+                "tick",
+                **{k: v for k, v in stats.items() if k != "tick"},
+                dead_entries=dead_entries,
+                upkeep=self.store.upkeep,
+            )
+            for merge in merges:
+                heir = merge.heir
+                for member in merge.members:
+                    self._note(
+                        changes,
+                        member,
+                        f"merged into {heir.id} at tick {self.tick_count}",
+                        "merged",
+                        heir=heir.id,
+                    )
+                self._note(
+                    changes,
+                    heir.id,
+                    f"born at tick {self.tick_count} by merging {len(merge.members)} entries "
+                    f"({', '.join(merge.members)}), pooled energy {heir.energy:.3f}"
+                    + (f", {merge.clipped:.3f} above the cap destroyed" if merge.clipped else ""),
+                    "birth",
+                    source="merge",
+                    stake=heir.energy,
+                )
+                self._emit(
+                    changes,
+                    "merge",
+                    entry=heir.id,
+                    members=list(merge.members),
+                    energy=heir.energy,
+                    clipped=merge.clipped,
+                    question=heir.question,
+                )
+        return stats
+
+    # -- reading ------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """The published ``ledger stats`` object."""
+        self._refresh()
+        return {
+            "alive": len(self.store),
+            "graveyard": self.store.dead_count(),
+            "pending_tickets": len(self._pending),
+            "total_energy": _round_energy(self.store.total_energy()),
+            "energy_share_by_kind": {
+                k: round(v, 3) for k, v in self.store.energy_share_by_kind().items()
+            },
+        }
+
+    def history(self, entry_id: str) -> list[Any]:
+        """An entry's notes, oldest first (durable stores keep them all)."""
+        if self.backend is not None and not self.backend.history_in_memory:
+            return self.backend.history(entry_id)
+        self._refresh()
+        return list(self._history.get(entry_id, []))
+
+    def heir_of(self, entry_id: str) -> MemoryEntry | None:
+        """The living or dead entry whose lineage names ``entry_id``."""
+        self._refresh()
+        for entry in list(self.store.alive()) + self.store.graveyard():
+            if entry_id in entry.lineage:
+                return entry
+        return None
+
+    def obituary(self, entry_id: str) -> str:
+        """An entry's life story in text, living or dead."""
+        self._refresh()
+        entry = self.store.get(entry_id) or self.store.get_dead(entry_id)
+        heir = self.heir_of(entry_id)
+        if entry is None:
+            if heir is not None:
+                return f"{entry_id}: merged into {heir.id} ({heir.question!r})"
+            return f"{entry_id}: unknown to this store"
+        energy = entry.energy if abs(entry.energy) >= 5e-4 else 0.0
+        lines = [
+            f"{entry.id} [{entry.kind.value}] {entry.question!r}",
+            f"  energy={energy:.3f} uses={entry.uses} alive={self.store.get(entry_id) is not None}",
+        ]
+        if heir is not None:
+            lines.append(f"  merged into {heir.id}")
+        notes = self.history(entry_id)
+        lines += [f"  {note_text(n)}" for n in notes]
+        if not notes and self.store.get(entry_id) is None and heir is None:
+            lines.append(
+                "  no credited outcomes on record: starved without ever earning its upkeep"
+            )
+        return "\n".join(lines)
+
+    def verify(self) -> list[str]:
+        """Rebuild every balance from the journal; returns disagreements (empty = sound)."""
+        from .replay import verify_ledger
+
+        self._refresh()
+        return verify_ledger(self)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The journal, oldest first."""
+        if self.backend is not None:
+            return self.backend.events()
+        if self.event_log is not None:
+            return self.event_log.read()
+        return iter(())
+
+    # -- the published single-file persistence ----------------------------------
+
+    def ledger_block(self) -> dict[str, Any]:
+        return {
+            "tick_count": self.tick_count,
+            "pending": [t.to_dict() for t in self._pending.values()],
+            "history": {k: list(v) for k, v in self._history.items()},
+            "damaged": sorted(self.damaged),
+        }
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = self.store.to_payload()
+        block = dict(payload.get("ledger", {})) if isinstance(payload.get("ledger"), dict) else {}
+        block.update(self.ledger_block())
+        payload["ledger"] = block
+        return payload
+
+    def apply_ledger_block(self, block: Any) -> None:
+        """Read a ``ledger`` block; malformed parts fall back to defaults (as published)."""
+        if not isinstance(block, dict):
+            block = {}
+        tick = block.get("tick_count", 0)
+        self.tick_count = tick if isinstance(tick, int) and not isinstance(tick, bool) else 0
+        tickets: list[Ticket] = []
+        pending = block.get("pending", [])
+        for raw in pending if isinstance(pending, list) else []:
+            with contextlib.suppress(StoreFormatError):
+                tickets.append(Ticket.from_dict(raw))
+        self._set_pending(tickets)
+        history = block.get("history", {})
+        self._history = (
+            {k: list(v) for k, v in history.items() if isinstance(v, list)}
+            if isinstance(history, dict)
+            else {}
+        )
+        damaged = block.get("damaged", [])
+        self.damaged = (
+            {d for d in damaged if isinstance(d, str)} if isinstance(damaged, list) else set()
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write the store and the ledger block to one JSON file (atomic, locked)."""
+        from .jsonfile import store_lock, write_json_atomic
+
+        payload = self.to_payload()
+        with store_lock(path):
+            write_json_atomic(path, payload)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        protocol: QueryProtocol | None = None,
+        config: SurvivalConfig | None = None,
+        resource_scale: float | None = None,
+        event_log: str | Path | None = None,
+        retriever: Any = None,
+    ) -> Ledger:
+        """Read a JSON store file (a plain store gets fresh ledger state)."""
+        store = MemoryStore.load(path, retriever=retriever)
+        block = store.payload_extra.pop("ledger", {})
+        ledger = cls(
+            store,
+            protocol=protocol,
+            config=config,
+            resource_scale=resource_scale,
+            event_log=event_log,
+        )
+        ledger.apply_ledger_block(block)
+        return ledger
+
+
+def _round_energy(x: float) -> float | int:
+    value = round(x, 3)
+    return 0 if value == 0 else value
+
+
+def decide_json(ticket: Ticket) -> dict[str, Any]:
+    """The published ``ledger decide`` object for a ticket."""
+    if not ticket.provenance:
+        return {"answer": None, "ticket_id": None, "silent": True}
+    return {"answer": ticket.answer, "ticket_id": ticket.id, "silent": False}
+
+
+def all_entries(ledger: Ledger) -> Sequence[MemoryEntry]:
+    return list(ledger.store.alive()) + ledger.store.graveyard()

@@ -1,0 +1,122 @@
+"""Numbered, append-only schema migrations for SQLite stores.
+
+Each migration is a function ``mNNN_name(conn)`` registered in order. Applied
+migrations are recorded in ``schema_migrations`` inside the same transaction as
+the change itself. Never edit a released migration: fix forward with a new one.
+A store whose recorded version is newer than this code knows is refused rather
+than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from .errors import StoreFormatError
+from .types import utc_now_iso
+
+__all__ = ["MIGRATIONS", "apply_migrations", "schema_version"]
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[int, str, Migration]] = []
+
+
+def migration(version: int, name: str) -> Callable[[Migration], Migration]:
+    def register(fn: Migration) -> Migration:
+        assert version == len(MIGRATIONS) + 1, "migrations are numbered consecutively"
+        MIGRATIONS.append((version, name, fn))
+        return fn
+
+    return register
+
+
+def _script(conn: sqlite3.Connection, sql: str) -> None:
+    # executescript() would COMMIT the enclosing transaction; run statement by statement.
+    for statement in sql.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+@migration(1, "m001_initial")
+def m001_initial(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE entries (
+            id TEXT PRIMARY KEY,
+            alive INTEGER NOT NULL,
+            energy REAL NOT NULL,
+            kind TEXT NOT NULL,
+            damaged INTEGER NOT NULL DEFAULT 0,
+            data TEXT NOT NULL,
+            version INTEGER NOT NULL
+        );
+        CREATE INDEX entries_by_version ON entries(version);
+        CREATE INDEX entries_alive ON entries(alive, energy);
+        CREATE TABLE tickets (
+            id TEXT PRIMARY KEY,
+            open INTEGER NOT NULL,
+            born_tick INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            version INTEGER NOT NULL
+        );
+        CREATE INDEX tickets_by_version ON tickets(version);
+        CREATE INDEX tickets_open ON tickets(open, born_tick);
+        CREATE TABLE notes (
+            seq INTEGER PRIMARY KEY,
+            entry_id TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX notes_by_entry ON notes(entry_id, seq);
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY,
+            event TEXT NOT NULL,
+            tick INTEGER,
+            ts TEXT,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_ts ON events(ts);
+        """,
+    )
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_migrations'"
+    ).fetchone()
+    if row is None:
+        return 0
+    found = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(found[0] or 0)
+
+
+def apply_migrations(conn: sqlite3.Connection, path: str) -> int:
+    """Bring the schema up to date; returns the version. Refuses newer stores."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = schema_version(conn)
+        known = len(MIGRATIONS)
+        if current > known:
+            raise StoreFormatError(
+                f"{path} has schema version {current}, newer than this darwin-memo "
+                f"understands ({known}); upgrade darwin-memo to open it"
+            )
+        for version, name, fn in MIGRATIONS[current:]:
+            fn(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, utc_now_iso()),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(MIGRATIONS)
