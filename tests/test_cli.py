@@ -19,7 +19,8 @@ import pytest
 import darwin_memo
 from conftest import PUBLISHED
 from darwin_memo import MemoryStore
-from darwin_memo.cli import MAX_QUERY_CHARS, main
+from darwin_memo.cli import main
+from darwin_memo.cli.common import MAX_QUERY_CHARS
 
 ENTRY_POINT = Path(sys.executable).with_name("darwin-memo")
 

@@ -97,6 +97,19 @@ class JsonBackend:
         if isinstance(events, list) and not self.journal.tail_contains(txn["id"]):
             self.journal.append(e for e in events if isinstance(e, dict))
 
+    def _set_aside_orphan_journal(self) -> None:
+        """A journal without its store (a store deleted by hand, an interrupted copy)
+        must not be mistaken for the new store's history."""
+        from ..types import utc_now_iso
+
+        for path in [
+            self.journal.path,
+            *self.journal.path.parent.glob(self.journal.path.name + ".[0-9]*"),
+        ]:
+            if path.exists():
+                stamp = utc_now_iso().replace(":", "")
+                os.replace(path, path.with_name(f"{path.name}.orphan-{stamp}"))
+
     def load(self, ledger: Ledger) -> None:
         if not self.path.exists():
             self._read(ledger)
@@ -116,6 +129,8 @@ class JsonBackend:
                 self._read(ledger)
                 ledger._stale = False
             self._recover_journal()
+            if self._signature is None:
+                self._set_aside_orphan_journal()
             try:
                 ledger._begin_journal(changes)
                 yield

@@ -1,73 +1,29 @@
-"""The ``darwin-memo`` command line: a thin adapter over the library.
-
-Each command parses its flags, calls the library, and prints. Library errors
-(``DarwinMemoError``) become one ``error: ...`` line on stderr and exit code 1;
-usage errors exit 2. Nothing prints a traceback unless ``DARWIN_MEMO_DEBUG=1``.
-"""
+"""The people-facing commands: ``demo``, ``encode``, ``query``, ``stats``."""
 
 from __future__ import annotations
 
 import argparse
-import math
-import os
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
-from .errors import DarwinMemoError
-from .types import EntryKind
-
-__all__ = ["main"]
-
-MAX_QUERY_CHARS = 20_000
-DEMO_SEED = 11
-POISON_SOURCE = "forum-post"
-
-
-class CliError(DarwinMemoError):
-    """A problem with what was asked of the command line."""
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
-def _query_text(text: str) -> str:
-    if "\x00" in text:
-        raise CliError("the query contains a NUL byte; pass plain text")
-    if len(text) > MAX_QUERY_CHARS:
-        raise CliError(
-            f"the query is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
-        )
-    return text
-
+from ..types import EntryKind
+from .common import (
+    DEMO_SEED,
+    POISON_SOURCE,
+    CliError,
+    non_negative_int,
+    positive_float,
+    query_text,
+)
 
 # -- demo ---------------------------------------------------------------------
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .encode import LocalEncoder, demo_corpus
-    from .environments import StorageEnv
-    from .protocol import QueryProtocol
-    from .store import MemoryStore
-    from .survival import SurvivalConfig, SurvivalLoop, death_cause
+    from ..encode import LocalEncoder, demo_corpus
+    from ..environments import StorageEnv
+    from ..protocol import QueryProtocol
+    from ..store import MemoryStore
+    from ..survival import SurvivalConfig, SurvivalLoop, death_cause
 
     if args.out:
         out = Path(args.out)
@@ -123,8 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from .encode import Document, LocalEncoder
-    from .store import MemoryStore
+    from ..encode import Document, LocalEncoder
+    from ..store import MemoryStore
 
     docs = []
     for name in args.documents:
@@ -153,10 +109,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .protocol import QueryProtocol
-    from .store import MemoryStore
+    from ..protocol import QueryProtocol
+    from ..store import MemoryStore
 
-    question = _query_text(args.question)
+    question = query_text(args.question)
     store = MemoryStore.load(args.memory)
     answer = QueryProtocol(store).answer(
         question, half_life=args.half_life, kind=args.kind, source=args.source
@@ -176,7 +132,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
     store = MemoryStore.load(args.memory)
     print(f"alive: {len(store)}  graveyard: {store.dead_count()}")
@@ -194,20 +150,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- wiring -------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="darwin-memo",
-        description="Memory for LLM agents that dies unless it earns its keep.",
-    )
-    parser.add_argument("--version", action="version", version=f"darwin-memo {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="watch a poisoned entry go extinct (offline)")
-    p.add_argument("--cycles", type=_non_negative_int, default=30, help="cycles to run (30)")
+    p.add_argument("--cycles", type=non_negative_int, default=30, help="cycles to run (30)")
     p.add_argument("--seed", type=int, default=DEMO_SEED, help=f"world seed ({DEMO_SEED})")
     p.add_argument("-o", "--out", help="write the survivor store to this file")
     p.set_defaults(func=cmd_demo)
@@ -221,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="ask a store a question, with provenance")
     p.add_argument("memory", help="store file")
     p.add_argument("question")
-    p.add_argument("--half-life", type=_positive_float, help="recency half-life in ticks")
+    p.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
     p.add_argument("--kind", choices=kinds, help="only entries of this kind")
     p.add_argument("--source", help="only entries with this source")
     p.set_defaults(func=cmd_query)
@@ -229,29 +174,3 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="population, energy and the top entries of a store")
     p.add_argument("memory", help="store file")
     p.set_defaults(func=cmd_stats)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        result: int = args.func(args)
-        return result
-    except DarwinMemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 1
-    except Exception as exc:  # a bug: one line, not a traceback, unless debugging
-        if os.environ.get("DARWIN_MEMO_DEBUG"):
-            raise
-        print(
-            f"error: unexpected {type(exc).__name__}: {exc} "
-            "(set DARWIN_MEMO_DEBUG=1 for a traceback, and please report it)",
-            file=sys.stderr,
-        )
-        return 1

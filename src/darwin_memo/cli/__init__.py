@@ -1,0 +1,64 @@
+"""The ``darwin-memo`` command line: thin adapters over the library.
+
+One module per command group: ``core`` (demo, encode, query, stats),
+``ledger_cmd`` (ledger operations, import, migrate) and ``views`` (top, why,
+audit, doctor). Library errors become one ``error: ...`` line on stderr with
+exit code 1 (``ledger`` operations print a JSON error object on stdout instead);
+usage errors exit 2. Nothing prints a traceback unless ``DARWIN_MEMO_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import DarwinMemoError
+from . import core, ledger_cmd, views
+from .common import CliError
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="darwin-memo",
+        description="Memory for LLM agents that dies unless it earns its keep.",
+    )
+    parser.add_argument("--version", action="version", version=f"darwin-memo {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    core.register(sub)
+    ledger_cmd.register(sub)
+    views.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["ledger"]:
+        return ledger_cmd.main_ledger(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    try:
+        result: int = args.func(args)
+        return result
+    except DarwinMemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback, unless debugging
+        if os.environ.get("DARWIN_MEMO_DEBUG"):
+            raise
+        print(
+            f"error: unexpected {type(exc).__name__}: {exc} "
+            "(set DARWIN_MEMO_DEBUG=1 for a traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return 1

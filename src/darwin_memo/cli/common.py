@@ -1,0 +1,78 @@
+"""Pieces every command shares: errors, argument types, input limits."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..errors import DarwinMemoError
+
+__all__ = [
+    "DEMO_SEED",
+    "MAX_QUERY_CHARS",
+    "POISON_SOURCE",
+    "CliError",
+    "non_negative_int",
+    "positive_float",
+    "query_text",
+    "read_text_arg",
+]
+
+MAX_QUERY_CHARS = 64 * 1024
+DEMO_SEED = 11
+POISON_SOURCE = "forum-post"
+
+
+class CliError(DarwinMemoError):
+    """A problem with what was asked of the command line."""
+
+    code = "bad_input"
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def query_text(text: str, what: str = "the query", limit: int = MAX_QUERY_CHARS) -> str:
+    if "\x00" in text:
+        raise CliError(f"{what} contains a NUL byte; pass plain text")
+    if len(text) > limit:
+        raise CliError(f"{what} is {len(text):,} characters long; the limit is {limit:,}")
+    if any(0xDC80 <= ord(c) <= 0xDCFF for c in text):  # undecodable bytes in argv
+        raise CliError(f"{what} is not valid UTF-8 text")
+    return text
+
+
+_stdin_used = False
+
+
+def read_text_arg(value: str, what: str) -> str:
+    """An argument, or the whole of stdin when it is ``-`` (for text over 128 KiB)."""
+    global _stdin_used
+    if value != "-":
+        return value
+    if _stdin_used:
+        raise CliError(f"{what}: stdin (-) can only be used for one argument")
+    _stdin_used = True
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{what} read from stdin is not valid UTF-8 (byte {exc.start})") from None

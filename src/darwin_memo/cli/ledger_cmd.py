@@ -1,0 +1,348 @@
+"""``darwin-memo ledger FILE [--scale S] OP ...``, ``import`` and ``migrate``.
+
+``ledger`` operations print exactly one JSON object on stdout, in the published
+shapes (the OpenClaw plugin parses them). Failures print ``{"error": ...,
+"code": ...}`` on stdout and exit non-zero: ``usage`` (exit 2), ``bad_input``,
+``store_not_found``, ``store_corrupt``, ``store_locked``, ``internal`` (exit 1).
+
+A missing store is created by ``add`` (and by ``import``), so a fresh agent can
+start writing at once. Every other operation leaves a missing path alone: it
+answers as an empty store would, adds ``"store": "missing"`` to its object, and
+warns on stderr, so a mistyped path is noticed instead of quietly creating a
+second, empty memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..errors import (
+    DarwinMemoError,
+    StoreFormatError,
+    StoreLockedError,
+    StoreNotFound,
+)
+from ..types import EntryKind
+from .common import CliError, positive_float, query_text, read_text_arg
+
+__all__ = ["main_ledger", "register"]
+
+# argparse takes "-1e3" or "-inf" for an option; measured deltas are often negative.
+_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+FORGET_REASONS = {
+    "escrowed": "escrowed by a pending ticket",
+    "pinned": "pinned; unpin first",
+}
+
+
+class UsageError(Exception):
+    pass
+
+
+class JsonArgumentParser(argparse.ArgumentParser):
+    """Usage errors become a JSON object (callers parse stdout)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NUMBER
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _scale(text: str) -> float:
+    value = positive_float(text)
+    return value
+
+
+def build_ledger_parser() -> JsonArgumentParser:
+    p = JsonArgumentParser(
+        prog="darwin-memo ledger",
+        description="Event-driven ledger operations on a store; prints one JSON object.",
+    )
+    p.add_argument("memory", help="store path (.json = published format; otherwise SQLite)")
+    p.add_argument("--scale", type=_scale, default=1.0, help="resource scale (1.0)")
+    ops = p.add_subparsers(dest="op", metavar="OP", parser_class=JsonArgumentParser)
+    ops.required = True
+
+    o = ops.add_parser("decide", help="answer a question; returns a ticket")
+    o.add_argument("question", help="the question, or - to read it from stdin")
+    o.add_argument("-k", type=int, default=3, help="entries to consult (3)")
+    o.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
+    o.add_argument("--kind", choices=[k.value for k in EntryKind])
+    o.add_argument("--source")
+
+    o = ops.add_parser("settle", help="report a measured delta for a ticket")
+    o.add_argument("ticket_id")
+    o.add_argument("delta", help="the measured change (negative numbers need no --)")
+    o.add_argument("--detail", default="", help="what was measured (run id, test counts)")
+
+    o = ops.add_parser("abandon", help="release a ticket you did not act on")
+    o.add_argument("ticket_id")
+
+    o = ops.add_parser("add", help="write a lesson (creates the store if missing)")
+    o.add_argument("question", help="text, or - for stdin")
+    o.add_argument("answer", help="text, or - for stdin")
+    o.add_argument("--source", default="agent")
+
+    for name, text in (
+        ("forget", "bury an entry now"),
+        ("pin", "exempt an entry from starvation and merges"),
+        ("unpin", "return an entry to survival pressure"),
+        ("obituary", "an entry's life story"),
+    ):
+        o = ops.add_parser(name, help=text)
+        o.add_argument("entry_id")
+
+    o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
+    o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
+
+    ops.add_parser("stats", help="population and energy")
+    ops.add_parser("verify", help="rebuild every balance from the journal and compare")
+    return p
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(message: str, code: str, exit_code: int = 1) -> int:
+    _emit({"error": message, "code": code})
+    return exit_code
+
+
+def _code(exc: DarwinMemoError) -> str:
+    if isinstance(exc, StoreNotFound):
+        return "store_not_found"
+    if isinstance(exc, StoreLockedError):
+        return "store_locked"
+    if isinstance(exc, StoreFormatError):
+        return "store_corrupt"
+    return "bad_input"
+
+
+def _missing(args: argparse.Namespace) -> dict[str, Any]:
+    """What an operation answers when the store does not exist (nothing is created)."""
+    print(
+        f"darwin-memo: warning: no store at {args.memory}; nothing was created "
+        "(the first `ledger add` creates it)",
+        file=sys.stderr,
+    )
+    op = args.op
+    out: dict[str, Any]
+    if op == "decide":
+        out = {"answer": None, "ticket_id": None, "silent": True}
+    elif op == "settle":
+        out = {"settled": False}
+    elif op == "abandon":
+        out = {"abandoned": False}
+    elif op == "forget":
+        out = {"forgotten": False}
+    elif op == "pin":
+        out = {"pinned": False}
+    elif op == "unpin":
+        out = {"unpinned": False}
+    elif op == "obituary":
+        out = {"obituary": f"{args.entry_id}: unknown to this store"}
+    elif op == "tick":
+        out = {
+            "tick": 0,
+            "population": 0,
+            "deaths": 0,
+            "merges": 0,
+            "pending": 0,
+            "expired": 0,
+            "total_energy": 0,
+            "upkeep_charged": 0.0,
+        }
+    elif op == "verify":
+        out = {"ok": True, "problems": []}
+    else:
+        out = {
+            "alive": 0,
+            "graveyard": 0,
+            "pending_tickets": 0,
+            "total_energy": 0,
+            "energy_share_by_kind": {},
+        }
+    out["store"] = "missing"
+    return out
+
+
+def _parse_delta(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CliError(f"delta must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise CliError(f"delta must be a finite number, got {text!r}; nothing was settled")
+    return value
+
+
+def run_op(args: argparse.Namespace) -> dict[str, Any]:
+    from ..ledger import Ledger, decide_json
+
+    op = args.op
+    # Validate what we can before touching the store.
+    if op == "decide":
+        question = query_text(read_text_arg(args.question, "the question"), "the question")
+        if not question.strip():
+            raise CliError("the question is empty")
+        if args.k < 1:
+            raise CliError(f"-k must be at least 1, got {args.k}")
+    elif op == "settle":
+        delta = _parse_delta(args.delta)
+        detail = query_text(args.detail, "the detail")
+    elif op == "add":
+        question = read_text_arg(args.question, "the question").strip()
+        answer = read_text_arg(args.answer, "the answer").strip()
+        if not question or not answer:
+            raise CliError("add requires a non-empty question and answer")
+        query_text(question, "the question")
+        query_text(answer, "the answer", limit=1024 * 1024)
+    elif op == "tick" and args.expire_after < 0:
+        raise CliError(f"--expire-after must be >= 0, got {args.expire_after}")
+
+    try:
+        ledger = Ledger.open(args.memory, resource_scale=args.scale, create=(op == "add"))
+    except StoreNotFound:
+        if op == "add":
+            raise
+        return _missing(args)
+    with ledger:
+        if op == "decide":
+            ticket = ledger.decide(
+                question, args.k, half_life=args.half_life, kind=args.kind, source=args.source
+            )
+            return decide_json(ticket)
+        if op == "settle":
+            return {"settled": ledger.settle(args.ticket_id, delta, detail)}
+        if op == "abandon":
+            return {"abandoned": ledger.abandon(args.ticket_id)}
+        if op == "add":
+            return {"entry_id": ledger.add(question, answer, source=args.source).id}
+        if op == "forget":
+            result = ledger.forget(args.entry_id)
+            out: dict[str, Any] = {"forgotten": result == "buried"}
+            if result in FORGET_REASONS:
+                out["reason"] = FORGET_REASONS[result]
+            return out
+        if op == "pin":
+            return {"pinned": ledger.pin(args.entry_id)}
+        if op == "unpin":
+            return {"unpinned": ledger.unpin(args.entry_id)}
+        if op == "tick":
+            return ledger.tick(expire_after=args.expire_after)
+        if op == "stats":
+            return ledger.stats()
+        if op == "obituary":
+            return {"obituary": ledger.obituary(args.entry_id)}
+        if op == "verify":
+            problems = ledger.verify()
+            return {
+                "ok": not problems,
+                "problems": problems,
+                "alive": len(ledger.store),
+                "graveyard": ledger.store.dead_count(),
+                "pending": len(ledger.pending()),
+                "tick": ledger.tick_count,
+            }
+    raise CliError(f"unknown operation {op!r}")  # pragma: no cover - argparse guards it
+
+
+def main_ledger(argv: Sequence[str]) -> int:
+    parser = build_ledger_parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except UsageError as exc:
+        return _fail(f"{exc} (usage: {parser.format_usage().strip()[7:]})", "usage", 2)
+    try:
+        result = run_op(args)
+    except DarwinMemoError as exc:
+        return _fail(str(exc), _code(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted", "interrupted", 130)
+    except Exception as exc:  # a bug: still one JSON object, never a traceback
+        if os.environ.get("DARWIN_MEMO_DEBUG"):
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", "internal")
+    _emit(result)
+    if args.op == "verify" and not result.get("ok", True):
+        return 1
+    return 0
+
+
+# -- import / migrate ----------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..backends import backend_kind
+    from ..ledger import Ledger
+    from ..store import MemoryStore
+
+    src, dest = Path(args.src), Path(args.dest)
+    if not src.exists():
+        raise CliError(f"{src}: no such store to import from")
+    if dest.exists() and src.resolve() == dest.resolve():
+        raise CliError("the source and the destination are the same store")
+    if backend_kind(src) == "json":
+        source = MemoryStore.load(src)
+    else:
+        with Ledger.open(src, create=False) as src_ledger:
+            source = src_ledger.store
+    with Ledger.open(dest) as ledger:
+        imported = ledger.import_entries(source.alive(), str(src), probation=args.probation)
+    candidates = len(source.alive())
+    _emit(
+        {
+            "imported": len(imported),
+            "skipped": candidates - len(imported),
+            "probation": max(0, args.probation),
+            "entries": [e.id for e in imported],
+        }
+    )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from ..ledger import Ledger
+    from ..transfer import copy_store
+
+    summary = copy_store(args.src, args.dest, overwrite=args.force)
+    with Ledger.open(args.dest, create=False) as ledger:
+        problems = ledger.verify()
+    summary["verify"] = problems or "ok"
+    _emit(summary)
+    return 0 if not problems else 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "ledger",
+        help="decide/settle/abandon/add/forget/pin/unpin/tick/stats/obituary/verify (JSON)",
+        add_help=False,
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: main_ledger(a.rest))
+
+    p = sub.add_parser("import", help="adopt another store's living entries on probation")
+    p.add_argument("src")
+    p.add_argument("dest")
+    p.add_argument("--probation", type=int, default=3, help="settlements owed (3)")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("migrate", help="copy a store between formats, losslessly")
+    p.add_argument("src", help="existing store (.json or SQLite)")
+    p.add_argument("dest", help="new store (.json = published format; otherwise SQLite)")
+    p.add_argument("--force", action="store_true", help="replace an existing destination")
+    p.set_defaults(func=cmd_migrate)

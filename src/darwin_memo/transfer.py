@@ -1,0 +1,171 @@
+"""Copying a store between backends, losslessly: ``darwin-memo migrate``.
+
+Everything moves: living entries and the graveyard (unknown fields included),
+open tickets, the tick, the damage record, every note of every life story,
+the whole journal, and top-level keys from newer versions. The destination is
+built beside its final path and renamed into place, so an interrupted migrate
+leaves either no destination or a complete one, and never touches the source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from .backends import backend_kind
+from .errors import StoreError
+from .events import EventLog, event_log_path
+from .jsonfile import write_json_atomic
+from .ledger import Ledger
+
+__all__ = ["copy_store"]
+
+
+def _notes(ledger: Ledger) -> dict[str, list[Any]]:
+    backend = ledger.backend
+    if backend is not None and not backend.history_in_memory:
+        from .backends.sqlite import SqliteBackend
+
+        assert isinstance(backend, SqliteBackend)
+        return backend.all_history()
+    return {k: list(v) for k, v in ledger._history.items()}
+
+
+def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Copy the store at ``src`` to ``dest`` (format chosen by ``dest``'s path)."""
+    src_path, dest_path = Path(src), Path(dest)
+    if src_path.resolve() == dest_path.resolve():
+        raise StoreError("the source and the destination are the same store")
+    if dest_path.exists() and not overwrite:
+        raise StoreError(f"{dest_path} already exists; pass --force to replace it")
+    source = Ledger.open(src_path, create=False)
+    try:
+        events = list(source.events())
+        if source._needs_snapshot:
+            events.append(
+                {"event": "snapshot", "tick": source.tick_count, "ts": _now(), **source.snapshot()}
+            )
+        notes = _notes(source)
+        kind = backend_kind(dest_path) if dest_path.suffix else "sqlite"
+        dest_path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "json":
+            _write_json(source, dest_path, notes, events)
+        else:
+            _write_sqlite(source, dest_path, notes, events)
+        return {
+            "source": str(src_path),
+            "destination": str(dest_path),
+            "format": kind,
+            "alive": len(source.store),
+            "graveyard": source.store.dead_count(),
+            "pending": len(source._pending),
+            "events": len(events),
+            "notes": sum(len(v) for v in notes.values()),
+        }
+    finally:
+        source.close()
+
+
+def _now() -> str:
+    from .types import utc_now_iso
+
+    return utc_now_iso()
+
+
+def _write_json(
+    source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
+) -> None:
+    from .backends.jsonstore import JOURNAL_MARK
+
+    payload = source.to_payload()
+    payload["ledger"]["history"] = notes
+    payload["ledger"]["journal"] = JOURNAL_MARK
+    payload["ledger"].pop("journal_txn", None)
+    journal = event_log_path(dest)
+    tmp_journal = journal.with_name(journal.name + f".{secrets.token_hex(4)}.tmp")
+    try:
+        EventLog(tmp_journal, max_bytes=0).append(events)
+        if not events:
+            tmp_journal.touch()
+        for old in journal.parent.glob(journal.name + ".[0-9]*"):
+            if old.name[len(journal.name) + 1 :].isdigit():
+                old.unlink()
+        os.replace(tmp_journal, journal)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_journal.unlink()
+    write_json_atomic(dest, payload)
+
+
+def _write_sqlite(
+    source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
+) -> None:
+    from .backends.sqlite import SqliteBackend, _dumps
+
+    tmp = dest.with_name(dest.name + f".{secrets.token_hex(4)}.tmp")
+    backend = SqliteBackend(tmp, create=True)
+    try:
+        conn = backend.conn
+        store = source.store
+        with backend._immediate():
+            rows = [(e, 1) for e in store.alive()] + [(e, 0) for e in store.graveyard()]
+            conn.executemany(
+                "INSERT INTO entries (id, alive, energy, kind, damaged, data, version) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1)",
+                [
+                    (
+                        e.id,
+                        alive,
+                        e.energy,
+                        e.kind.value,
+                        int(e.id in source.damaged),
+                        _dumps(e.to_dict()),
+                    )
+                    for e, alive in rows
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
+                [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],
+            )
+            conn.executemany(
+                "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
+                [(i, _dumps(n)) for i, ns in notes.items() for n in ns if isinstance(i, str)],
+            )
+            conn.executemany(
+                "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
+                [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(e)) for e in events],
+            )
+            extra = {k: v for k, v in store.payload_extra.items() if k != "ledger"}
+            state = store.retriever.dump_state()
+            if state:
+                extra["retriever"] = state
+            meta = {
+                "version": 1,
+                "tick_count": source.tick_count,
+                "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
+                "payload_extra": extra,
+            }
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()],
+            )
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        backend.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(tmp) + suffix)
+        raise
+    backend.close()
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(dest) + suffix)
+    os.replace(tmp, dest)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(tmp) + suffix)
