@@ -1,0 +1,305 @@
+"""Ledger semantics, run against every backend: in memory, JSON file, SQLite."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from darwin_memo import MemoryEntry, MemoryStore, StoreFormatError, SurvivalConfig
+from darwin_memo.ledger import Ledger, LedgerInputError, Ticket
+from darwin_memo.transfer import copy_store
+
+BACKENDS = ["memory", "json", "sqlite"]
+
+CACHE_Q = "Are cache chunk files safe to delete?"
+CACHE_A = "Cache chunk files under cache/ are disposable and safe to delete."
+LOG_Q = "Is it safe to delete old log files?"
+
+Factory = Callable[..., Ledger]
+
+
+@pytest.fixture(params=BACKENDS)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
+    kind = request.param
+
+    def factory(**kwargs: object) -> Ledger:
+        if kind == "memory":
+            return Ledger(MemoryStore(), event_log=tmp_path / "mem.events.jsonl", **kwargs)  # type: ignore[arg-type]
+        suffix = ".json" if kind == "json" else ".db"
+        return Ledger.open(tmp_path / f"store{suffix}", **kwargs)  # type: ignore[arg-type]
+
+    factory.kind = kind  # type: ignore[attr-defined]
+    return factory
+
+
+def reopen(make: Factory, ledger: Ledger) -> Ledger:
+    return make() if make.kind != "memory" else ledger  # type: ignore[attr-defined]
+
+
+def test_decide_settle_credit_and_published_numbers(make: Factory) -> None:
+    ledger = make()
+    decider = ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide("Is it safe to delete cache chunk files?")
+    assert ticket.deciding_entry == decider.id
+    assert ticket.answer.startswith(CACHE_A + "\n[recorded ")
+    assert len(ticket.id) == 24  # 96 random bits
+    assert ledger.settle(ticket.id, 3.0, "run 42: 3 tests fixed")
+    assert not ledger.settle(ticket.id, 3.0)  # already settled
+    ledger = reopen(make, ledger)
+    entry = ledger.store.get(decider.id)
+    assert entry is not None
+    assert entry.energy == pytest.approx(1 + 0.6 * math.tanh(3.0))
+    assert "tick 0: credit +0.597 (measured delta +3, run 42: 3 tests fixed)" in ledger.obituary(
+        decider.id
+    )
+    assert ledger.verify() == []
+
+
+def test_silent_decide_mints_no_pending_ticket(make: Factory) -> None:
+    ledger = make()
+    ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide("quantum zebra marmalade")
+    assert ticket.provenance == [] and ticket.answer == ""
+    assert ledger.pending() == []
+    assert not ledger.settle(ticket.id, 1.0)
+    assert ledger.verify() == []
+
+
+def test_escrow_holds_the_verdict_open(make: Factory) -> None:
+    ledger = make()
+    entry = ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide(CACHE_Q)
+    for _ in range(25):  # 25 ticks x 0.05 = 1.25 > 1.0: would starve without escrow
+        ledger.tick()
+    ledger = reopen(make, ledger)
+    held = ledger.store.get(entry.id)
+    assert held is not None and held.energy < 0
+    assert ledger.forget(entry.id) == "escrowed"
+    assert ledger.settle(ticket.id, 1.0, "measured late")
+    ledger = reopen(make, ledger)
+    revived = ledger.store.get(entry.id)  # -0.25 + 0.6 tanh(1) lifts it back above zero
+    assert revived is not None and revived.energy == pytest.approx(-0.25 + 0.6 * math.tanh(1))
+    assert ledger.verify() == []
+
+
+def test_negative_settlement_executes_after_escrow(make: Factory) -> None:
+    ledger = make()
+    poison = ledger.add(
+        "Are the db files redundant?", "The db files are redundant and safe to remove."
+    )
+    for _ in range(3):
+        ticket = ledger.decide("Are the db files redundant?")
+        ledger.settle(ticket.id, -5.0, "restore cost")
+    ledger = reopen(make, ledger)
+    assert ledger.store.get(poison.id) is None
+    story = ledger.obituary(poison.id)
+    assert "buried at tick 0 on settle" in story and "alive=False" in story
+    assert poison.id in ledger.damaged
+    assert ledger.verify() == []
+
+
+def test_expiry_settles_at_zero_and_counts_its_dead(make: Factory) -> None:
+    ledger = make()
+    ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide(CACHE_Q)
+    stats = [ledger.tick(expire_after=2) for _ in range(3)]
+    assert [s["expired"] for s in stats] == [0, 0, 1]
+    assert ledger.pending() == []
+    assert not ledger.settle(ticket.id, 5.0)
+    events = list(ledger.events())
+    expired = [e for e in events if e["event"] == "settle" and e.get("expired")]
+    assert len(expired) == 1 and expired[0]["detail"] == "expired unsettled"
+    assert ledger.verify() == []
+
+
+def test_pin_forget_and_json_reasons(make: Factory) -> None:
+    ledger = make()
+    e = ledger.add(CACHE_Q, CACHE_A)
+    assert ledger.pin(e.id) and ledger.pin(e.id)
+    assert ledger.forget(e.id) == "pinned"
+    for _ in range(30):
+        ledger.tick()
+    kept = ledger.store.get(e.id)
+    assert kept is not None and kept.energy == 0.0
+    assert ledger.unpin(e.id) is False  # at zero it is no longer alive to unpin
+    assert ledger.forget("nope00000000") == "missing"
+    assert ledger.pin("nope00000000") is False
+    assert ledger.verify() == []
+
+
+def test_forget_buries(make: Factory) -> None:
+    ledger = make()
+    e = ledger.add(CACHE_Q, CACHE_A)
+    assert ledger.forget(e.id) == "buried"
+    ledger = reopen(make, ledger)
+    assert ledger.store.get(e.id) is None and ledger.store.get_dead(e.id) is not None
+    assert "buried at tick 0 by forget" in ledger.obituary(e.id)
+    assert ledger.verify() == []
+
+
+def test_import_on_probation(make: Factory) -> None:
+    ledger = make()
+    foreign = MemoryStore()
+    old = foreign.add(MemoryEntry(CACHE_Q, CACHE_A, recorded_ts="2020-01-01T00:00:00+00:00"))
+    dead = foreign.add(MemoryEntry("dead q", "dead a"))
+    dead.energy = 0.0
+    imported = ledger.import_entries(foreign.alive(), "team.json")
+    assert [e.id for e in imported] == [old.id]
+    assert imported[0].probation == 3 and imported[0].recorded_ts == old.recorded_ts
+    assert ledger.import_entries(foreign.alive(), "team.json") == []  # idempotent
+    ticket = ledger.decide(CACHE_Q)
+    assert ticket.provenance == []  # probationary entries never decide alone
+    mine = ledger.add(CACHE_Q, "Yes: cache chunk files are disposable.")
+    ticket = ledger.decide(CACHE_Q)
+    assert ticket.deciding_entry == mine.id and old.id in ticket.supporting_entries
+    ledger.settle(ticket.id, 1.0)
+    ledger = reopen(make, ledger)
+    adopted = ledger.store.get(old.id)
+    assert adopted is not None and adopted.probation == 2
+    assert ledger.verify() == []
+
+
+def test_juvenile_admission_window(make: Factory) -> None:
+    ledger = make(config=SurvivalConfig(admission_window=3))
+    e = ledger.add("Is the dedupe helper dead code?", "The dedupe helper is redundant.")
+    assert e.juvenile == 3
+    ticket = ledger.decide("Is the dedupe helper dead code?")
+    ledger.settle(ticket.id, -2.0, "2 tests broke")
+    ledger = (
+        reopen(make, ledger)
+        if make.kind == "memory"
+        else make(config=SurvivalConfig(admission_window=3))
+    )  # type: ignore[attr-defined]
+    assert ledger.store.get(e.id) is None
+    assert "admission denied" in ledger.obituary(e.id)
+    assert ledger.verify() == []
+
+
+def test_consolidation_merges_and_verify_follows(make: Factory) -> None:
+    ledger = make()
+    a = ledger.add(LOG_Q, "Old log files under logs/ may be deleted after seven days.")
+    b = ledger.add(LOG_Q, "Old log files under logs/ may be deleted after seven days!")
+    for _ in range(5):
+        stats = ledger.tick()
+    assert stats["merges"] == 1 and stats["population"] == 1
+    heir = ledger.store.alive()[0]
+    assert sorted(heir.lineage) == sorted([a.id, b.id])
+    assert heir.energy == pytest.approx(2 * (1 - 5 * 0.05))
+    ledger = reopen(make, ledger)
+    assert f"merged into {heir.id}" in ledger.obituary(a.id)
+    assert ledger.verify() == []
+
+
+def test_bad_input_changes_nothing(make: Factory) -> None:
+    ledger = make()
+    ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide(CACHE_Q)
+    before = ledger.stats()
+    assert not ledger.settle(ticket.id, float("nan"))
+    assert not ledger.settle(ticket.id, float("inf"))
+    for bad in ("", "   ", "x" * (64 * 1024 + 1), "nul\x00byte"):
+        with pytest.raises(LedgerInputError):
+            ledger.decide(bad)
+    with pytest.raises(LedgerInputError):
+        ledger.add("", "answer")
+    with pytest.raises(LedgerInputError):
+        ledger.settle(ticket.id, "3")  # type: ignore[arg-type]
+    assert ledger.stats() == before
+    assert [t.id for t in ledger.pending()] == [ticket.id]
+    assert ledger.verify() == []
+
+
+@pytest.mark.parametrize("name", ["store.json", "store.db"])
+def test_two_processes_see_each_others_writes(tmp_path: Path, name: str) -> None:
+    first, second = Ledger.open(tmp_path / name), Ledger.open(tmp_path / name)
+    entry = first.add(CACHE_Q, CACHE_A)
+    ticket = second.decide(CACHE_Q)  # second sees the entry first added
+    assert ticket.deciding_entry == entry.id
+    assert first.settle(ticket.id, 2.0)  # first sees the ticket second opened
+    assert not second.settle(ticket.id, 2.0)  # and second sees it was settled
+    assert second.stats() == first.stats()
+    assert first.verify() == [] and second.verify() == []
+
+
+def test_verify_catches_energy_without_an_event(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "s.db")
+    e = ledger.add(CACHE_Q, CACHE_A)
+    ledger.close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    data = json.loads(conn.execute("SELECT data FROM entries WHERE id=?", (e.id,)).fetchone()[0])
+    data["energy"] = 4.0
+    conn.execute("UPDATE entries SET data=?, energy=4.0 WHERE id=?", (json.dumps(data), e.id))
+    conn.commit()
+    conn.close()
+    problems = Ledger.open(tmp_path / "s.db").verify()
+    assert problems and e.id in problems[0] and "4.000000000" in problems[0]
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    Ledger.open(tmp_path / "s.db").add(CACHE_Q, CACHE_A)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 'm999_future', 'later')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreFormatError, match="schema version 999"):
+        Ledger.open(tmp_path / "s.db")
+
+
+def test_corrupt_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    path.write_bytes(b"SQLite format 3\x00" + b"\x07" * 500)
+    before = path.read_bytes()
+    with pytest.raises(StoreFormatError):
+        Ledger.open(path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("src", "dest"), [("a.json", "b.db"), ("a.db", "b.json"), ("a.db", "b.sqlite")]
+)
+def test_migrate_round_trips_losslessly(tmp_path: Path, src: str, dest: str) -> None:
+    ledger = Ledger.open(tmp_path / src)
+    keep = ledger.add(CACHE_Q, CACHE_A)
+    gone = ledger.add("trivia?", "The cafeteria menu rotates every two weeks.")
+    ledger.forget(gone.id)
+    pending = ledger.decide(CACHE_Q)
+    ledger.tick()
+    ledger.close()
+    copy_store(tmp_path / src, tmp_path / dest)
+    copy = Ledger.open(tmp_path / dest, create=False)
+    assert copy.verify() == []
+    assert [t.id for t in copy.pending()] == [pending.id]
+    assert copy.tick_count == 1
+    assert copy.history(keep.id) == Ledger.open(tmp_path / src).history(keep.id)
+    assert len(list(copy.events())) == len(list(Ledger.open(tmp_path / src).events()))
+    original = Ledger.open(tmp_path / src)
+    assert copy.to_payload()["entries"] == original.to_payload()["entries"]
+    assert copy.to_payload()["graveyard"] == original.to_payload()["graveyard"]
+    with pytest.raises(Exception, match="already exists"):
+        copy_store(tmp_path / src, tmp_path / dest)
+
+
+def test_published_ledger_file_opens_and_gets_a_snapshot(tmp_path: Path) -> None:
+    from conftest import PUBLISHED
+
+    path = tmp_path / "ledger.json"
+    path.write_bytes((PUBLISHED / "ledger.json").read_bytes())
+    ledger = Ledger.open(path)
+    assert len(ledger.pending()) == 1 and ledger.tick_count == 1
+    ledger.tick()
+    assert ledger.verify() == []  # the journal starts from a snapshot of the published state
+    payload = json.loads(path.read_text())
+    assert payload["ledger"]["journal"] == "darwin-memo/1"
+
+
+def test_ticket_round_trip() -> None:
+    t = Ticket("q", "a", "d" * 12, ["s" * 12], 3)
+    assert Ticket.from_dict(t.to_dict()) == t
+    assert t.provenance == ["s" * 12, "d" * 12]
+    with pytest.raises(StoreFormatError):
+        Ticket.from_dict({"id": "x"})
