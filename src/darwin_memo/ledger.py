@@ -865,6 +865,14 @@ class Ledger:
         from .replay import verify_ledger
 
         self._refresh()
+        if self.backend is None and self.event_log is None:
+            return ["this ledger keeps no journal: pass event_log= or open it with Ledger.open"]
+        if self._needs_snapshot:
+            return [
+                "the journal does not cover the store's current state (it was last written "
+                "without one, e.g. by darwin-memo 0.7.1); the next write through this version "
+                "records a snapshot to verify from"
+            ]
         return verify_ledger(self)
 
     def events(self) -> Iterator[dict[str, Any]]:
