@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .store import MemoryStore
 from .types import EntryKind, MemoryEntry
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
 
 __all__ = ["DEFAULT_MERGE_THRESHOLD", "SOURCE_POLICIES", "Merge", "consolidate", "merge_groups"]
 

@@ -69,6 +69,13 @@ def _num(value: Any) -> float:
     return x if math.isfinite(x) else 0.0
 
 
+def _opt_num(value: Any) -> float | None:
+    """A finite number from a record field, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -415,7 +422,7 @@ def timeline(events: Sequence[JsonDict]) -> list[JsonDict]:
                 {
                     "tick": _int(e.get("tick")),
                     "population": _int(e.get("population")),
-                    "total_energy": _num(e.get("total_energy")),
+                    "total_energy": _opt_num(e.get("total_energy")),
                     "deaths": _int(e.get("deaths")),
                     "merges": _int(e.get("merges")),
                     "pending": _int(e.get("pending")),
