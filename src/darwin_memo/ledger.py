@@ -294,6 +294,10 @@ class Ledger:
             self._changes = None
             self.store.dirty.clear()
 
+    def refresh(self) -> None:
+        """See what other processes wrote to a durable store (reads do this themselves)."""
+        self._refresh()
+
     def _refresh(self) -> None:
         """Bring a durable ledger's view up to date before a read."""
         if self.backend is not None and self._changes is None:
@@ -330,8 +334,8 @@ class Ledger:
         if self.backend is None or self.backend.history_in_memory:
             notes = self._history.setdefault(entry_id, [])
             notes.append(note)
-            if len(notes) > HISTORY_CAP:
-                del notes[: len(notes) - HISTORY_CAP]
+            if len(notes) > HISTORY_CAP:  # keep the birth note; drop the oldest after it
+                del notes[1 : len(notes) - HISTORY_CAP + 1]
         changes.notes.append((entry_id, note))
         changes.touched.add(entry_id)
 
@@ -473,7 +477,8 @@ class Ledger:
                     changes,
                     entry_id,
                     f"graduated from probation at tick {self.tick_count}: may decide from here",
-                    "graduate",
+                    "graduated",
+                    lifecycle="probation",
                 )
                 self._emit(changes, "graduate", entry=entry_id, lifecycle="probation")
             elif what == "admitted":
@@ -482,7 +487,8 @@ class Ledger:
                     entry_id,
                     f"admitted at tick {self.tick_count}: juvenile window complete, "
                     "full deciding credit from here",
-                    "admitted",
+                    "graduated",
+                    lifecycle="admission",
                 )
                 self._emit(changes, "graduate", entry=entry_id, lifecycle="admission")
             else:
@@ -494,6 +500,8 @@ class Ledger:
                     f"admission denied at tick {self.tick_count}: negative outcome "
                     f"({_delta_text(delta)}) while deciding inside the juvenile window",
                     "admission_denied",
+                    delta=delta,
+                    ticket=ticket.id,
                 )
                 self._emit(changes, "admission_denied", entry=entry_id, delta=delta)
         buried: list[str] = []
@@ -658,7 +666,7 @@ class Ledger:
                     changes,
                     entry_id,
                     f"pinned at tick {self.tick_count}: culling and merges disabled",
-                    "pin",
+                    "pinned",
                 )
                 self._emit(changes, "pin", entry=entry_id)
             return True
@@ -674,7 +682,7 @@ class Ledger:
                     changes,
                     entry_id,
                     f"unpinned at tick {self.tick_count}: survival pressure resumes",
-                    "unpin",
+                    "unpinned",
                 )
                 self._emit(changes, "unpin", entry=entry_id)
             return True
@@ -745,6 +753,8 @@ class Ledger:
                     f"last_used_tick={entry.last_used_cycle})",
                     "death",
                     cause=cause,
+                    uses=entry.uses,
+                    last_used_tick=entry.last_used_cycle,
                 )
                 dead_entries.append(entry.id)
             upkeep_charged = -(self.store.books.totals.get("upkeep", 0.0) - charged_before)

@@ -114,7 +114,7 @@ def _of(events: Iterable[JsonDict], kind: str) -> list[JsonDict]:
 
 def _fresh(ledger: Ledger) -> None:
     """Bring a durable ledger's view up to date (a no-op for in-memory ledgers)."""
-    ledger._refresh()
+    ledger.refresh()
 
 
 # -- top ---------------------------------------------------------------------------

@@ -49,12 +49,13 @@ class SqliteBackend:
         if not self.path.exists():
             if not create:
                 raise StoreNotFound(f"{self.path}: no such store")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                self.created = True
-        elif self.path.is_dir():
+            self.created = self._create()
+        if self.path.is_dir():
             raise StoreFormatError(f"{self.path} is a directory, not a store")
+        if self.path.stat().st_size == 0:
+            raise StoreFormatError(
+                f"{self.path} is empty: not a darwin-memo store (refusing to use it)"
+            )
         try:
             self.conn = sqlite3.connect(
                 self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
@@ -65,6 +66,34 @@ class SqliteBackend:
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
         self._seen = -1
+
+    def _create(self) -> bool:
+        """Create the store atomically: build it aside, then link it into place.
+
+        Another process creating the same store at the same moment wins or loses
+        the link cleanly; nobody ever sees a half-initialised file.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{id(self):x}.new")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                apply_migrations(conn, str(self.path))
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)
+                return True
+            except FileExistsError:
+                return False
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(str(tmp) + suffix)
 
     def _raise(self, exc: sqlite3.Error, doing: str) -> None:
         message = str(exc)

@@ -1,11 +1,151 @@
-"""Read-only views of a store: ``top``, ``why``, ``audit``, ``doctor``."""
+"""Read-only views of a store: ``top``, ``why``, ``audit``, ``doctor``.
+
+None of them writes the store or its journal, and none creates a missing store.
+``--json`` prints the same objects the dashboard API serves.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .common import CliError, non_negative_int
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 __all__ = ["register"]
 
 
+def _open(path: str) -> Ledger:
+    from ..errors import StoreNotFound
+    from ..ledger import Ledger
+
+    try:
+        return Ledger.open(path, create=False)
+    except StoreNotFound:
+        raise CliError(f"{path}: no such store") from None
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from ..observe import top
+
+    with _open(args.memory) as ledger:
+        board = top(ledger, limit=args.limit)
+    if args.json:
+        _print_json(board)
+        return 0
+    if not board["entries"]:
+        print("no living entries")
+        return 0
+    print(f"tick {board['tick']}, {board['alive']} living entries")
+    print(f"{'balance':>8}  {'id':<12}  {'kind':<12} {'age':>4} {'settled':>7}  source / question")
+    for row in board["entries"]:
+        settled = "never" if row["last_settled_tick"] is None else f"t{row['last_settled_tick']}"
+        flags = ""
+        if row["pinned"]:
+            flags += " [pinned]"
+        if row["probation"]:
+            flags += f" [probation {row['probation']}]"
+        source = ",".join(row["sources"]) or "-"
+        print(
+            f"{row['balance']:>8.3f}  {row['id']:<12}  {row['kind']:<12} {row['age_ticks']:>4} "
+            f"{settled:>7}  {source} / {row['question'][:60]}{flags}"
+        )
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    from ..observe import entry_life
+
+    with _open(args.memory) as ledger:
+        life = entry_life(ledger, args.entry_id)
+        story = ledger.obituary(args.entry_id)
+    if life is None:
+        print(f"{args.entry_id}: unknown to this store", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(life)
+    else:
+        print(story)
+        print(f"  status: {life['status']}", end="")
+        if life.get("cause_of_death"):
+            print(f" ({life['cause_of_death']})", end="")
+        print()
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from ..observe import audit_digest, filter_events, read_events
+
+    with _open(args.memory) as ledger:
+        events = filter_events(read_events(ledger), since=args.since, last=args.last)
+        digest = audit_digest(events, ledger)
+    if args.json:
+        _print_json(digest)
+        return 0
+    window = digest["window"]
+    print(f"{digest['events']} events, {window['first_ts']} .. {window['last_ts']}")
+    d, s = digest["decides"], digest["settles"]
+    print(f"decides: {d['total']} ({d['silent']} silent)")
+    print(
+        f"settles: {s['landed']} landed, {s['dropped']} dropped, "
+        f"measured delta total {s['delta_total']:+g}"
+    )
+    e = digest["energy"]
+    print(f"energy: +{e['credited']:.3f} credited, -{e['debited']:.3f} debited")
+    print(f"ticks: {digest['ticks']}, merges: {digest['merges']}, expired: {digest['expired']}")
+    print(f"culled: {digest['culled']['count']}")
+    for label in ("top_gainers", "top_losers"):
+        for row in digest[label]:
+            print(f"  {label[4:-1]:<6} {row['net']:+.3f}  {row['entry']}  {row['question'][:60]}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ..observe import doctor, read_events
+
+    with _open(args.memory) as ledger:
+        findings = doctor(ledger, read_events(ledger))
+    if args.json:
+        _print_json({"findings": [f.as_dict() for f in findings]})
+    elif not findings:
+        print("clean: no degeneracy detected")
+    else:
+        for f in findings:
+            print(f"{f.severity.upper()} [{f.code}]: {f.summary}")
+            print(f"  evidence: {f.evidence}")
+            print(f"  fix: {f.fix}")
+    return 1 if any(f.severity == "error" for f in findings) else 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    return None
+    p = sub.add_parser("top", help="living entries by balance")
+    p.add_argument("memory")
+    p.add_argument("--limit", type=non_negative_int, default=10, help="rows (10)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_top)
+
+    p = sub.add_parser("why", help="one entry's life story, living, merged or dead")
+    p.add_argument("memory")
+    p.add_argument("entry_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_why)
+
+    p = sub.add_parser("audit", help="a digest of the journal")
+    p.add_argument("memory")
+    p.add_argument("--since", help="ISO timestamp floor (string compare)")
+    p.add_argument("--last", type=non_negative_int, help="only the last N events")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("doctor", help="name the failure mode of a store that is not earning")
+    p.add_argument("memory")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
