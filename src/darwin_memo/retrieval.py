@@ -27,9 +27,11 @@ import math
 import re
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .index import top_candidates
 from .types import MemoryEntry
 
 __all__ = [
@@ -174,6 +176,86 @@ class LexicalRetriever:
             raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage!r}")
         self.min_coverage = min_coverage
         self._tokens: dict[str, tuple[str, frozenset[str]]] = {}
+        # The inverted index over the entries a store asked us to index: postings are
+        # compact arrays of ordinals (appended in order; removals are tombstoned and
+        # compacted lazily), so a million entries cost tens of MB, not gigabytes.
+        self._ordinal: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._postings: dict[str, array[int]] = {}
+        self._df: dict[str, int] = {}
+        self._dead_in: dict[str, int] = {}
+
+    # -- the index ------------------------------------------------------------
+
+    @property
+    def indexed(self) -> int:
+        """How many entries the index holds."""
+        return len(self._ordinal)
+
+    def index(self, entry: MemoryEntry) -> None:
+        """Add (or refresh) an entry in the inverted index."""
+        if entry.id in self._ordinal:
+            self._unindex(entry.id)
+        toks = self.tokens(entry)
+        ordinal = len(self._ids)
+        self._ids.append(entry.id)
+        self._ordinal[entry.id] = ordinal
+        for t in toks:
+            plist = self._postings.get(t)
+            if plist is None:
+                plist = self._postings[t] = array("l")
+            plist.append(ordinal)
+            self._df[t] = self._df.get(t, 0) + 1
+
+    def _unindex(self, entry_id: str) -> None:
+        ordinal = self._ordinal.pop(entry_id, None)
+        if ordinal is None:
+            return
+        self._ids[ordinal] = None
+        cached = self._tokens.get(entry_id)
+        for t in cached[1] if cached else ():
+            self._df[t] -= 1
+            dead = self._dead_in.get(t, 0) + 1
+            plist = self._postings[t]
+            if self._df[t] == 0:
+                del self._df[t], self._postings[t]
+                self._dead_in.pop(t, None)
+            elif dead * 2 > len(plist):
+                ids = self._ids
+                self._postings[t] = array("l", (o for o in plist if ids[o] is not None))
+                self._dead_in.pop(t, None)
+            else:
+                self._dead_in[t] = dead
+
+    def search(self, query: str, k: int | None) -> list[tuple[str, float]]:
+        """Ids in the published top ``k`` (ties with the k-th included) over the index."""
+        qtokens = list(dict.fromkeys(tokenize(query)))
+        ids = self._ids
+        tokens = self._tokens
+
+        def postings(t: str) -> Collection[int]:
+            plist = self._postings.get(t)
+            if plist is None:
+                return ()
+            if not self._dead_in.get(t):
+                return plist
+            return [o for o in plist if ids[o] is not None]
+
+        def has_token(o: int, t: str) -> bool:
+            entry_id = ids[o]
+            return entry_id is not None and t in tokens[entry_id][1]
+
+        found = top_candidates(
+            qtokens,
+            len(self._ordinal),
+            lambda t: self._df.get(t, 0),
+            postings,
+            has_token,
+            self.min_coverage,
+            k,
+        )
+        found.sort(key=lambda pair: pair[0])  # insertion order: ties rank as a scan ranks them
+        return [(str(ids[o]), score) for o, score in found]
 
     def tokens(self, entry: MemoryEntry) -> frozenset[str]:
         """The entry's token set, cached by id (and refreshed if its text changed)."""
@@ -214,6 +296,7 @@ class LexicalRetriever:
         return len(ta & tb) / len(union)
 
     def forget(self, entry_id: str) -> None:
+        self._unindex(entry_id)
         self._tokens.pop(entry_id, None)
 
     def dump_state(self) -> dict[str, Any]:

@@ -94,9 +94,15 @@ class MemoryStore:
                 f"an entry with id {entry.id} is already in this store; ids must be unique"
             )
         self._population[entry.id] = entry
+        self._index(entry)
         self.books.post("stake", entry.energy)
         self.dirty.add(entry.id)
         return entry
+
+    def _index(self, entry: MemoryEntry) -> None:
+        index = getattr(self.retriever, "index", None)
+        if index is not None:
+            index(entry)
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         """A member of the population (possibly at <= 0 energy, not yet buried)."""
@@ -153,18 +159,29 @@ class MemoryStore:
             raise ValueError(f"half_life must be a positive number of ticks, got {half_life!r}")
         if k == 0:
             return []
-        candidates = [
-            e
-            for e in self._population.values()
-            if (kind_filter is None or e.kind == kind_filter)
-            and (source is None or source in e.sources)
-        ]
-        ranked = self.retriever.rank(query, candidates)
+        search = getattr(self.retriever, "search", None)
+        if (
+            search is not None
+            and kind_filter is None
+            and source is None
+            and getattr(self.retriever, "indexed", -1) == len(self._population)
+        ):
+            found = search(query, None if half_life is not None else k)
+            ranked = [(self._population[i], s) for i, s in found]
+        else:
+            ranked = self.retriever.rank(query, self._candidates(kind_filter, source))
         if half_life is not None:
             now = now_cycle if now_cycle is not None else self.now_cycle()
             ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in ranked]
         ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
         return ranked[:k]
+
+    def _candidates(self, kind: EntryKind | None, source: str | None) -> list[MemoryEntry]:
+        return [
+            e
+            for e in self._population.values()
+            if (kind is None or e.kind == kind) and (source is None or source in e.sources)
+        ]
 
     def now_cycle(self) -> int:
         """The latest tick any living entry has seen (birth or last settlement)."""
@@ -270,6 +287,7 @@ class MemoryStore:
         clipped = max(0.0, pooled - self.max_energy)
         heir.energy = pooled - clipped
         self._population[heir.id] = heir
+        self._index(heir)
         self.dirty.add(heir.id)
         self.books.post("merge", pooled)
         self.books.post("cap", -clipped)
@@ -312,6 +330,7 @@ class MemoryStore:
         self._graveyard.pop(entry.id, None)
         if alive:
             self._population[entry.id] = entry
+            self._index(entry)
             self.books.post("opening", entry.energy)
         else:
             self._graveyard[entry.id] = entry
@@ -405,6 +424,7 @@ class MemoryStore:
                 seen.add(entry.id)
                 if where == "entries":
                     store._population[entry.id] = entry
+                    store._index(entry)
                     store.books.post("opening", entry.energy)
                 else:
                     store._graveyard[entry.id] = entry
