@@ -111,6 +111,10 @@ def read_json(path: str | Path) -> Any:
             f"{p} is not a valid darwin-memo store: {exc.msg} (line {exc.lineno}, "
             f"column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise StoreFormatError(
+            f"{p} is not a valid darwin-memo store: JSON nested too deeply"
+        ) from None
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:

@@ -116,6 +116,9 @@ class JsonBackend:
             return
         with store_lock(self.path, self.lock_timeout):
             self._read(ledger)
+            # A writer killed between the store write and the journal append left
+            # its events in the store file: finish its append before anyone reads.
+            self._recover_journal()
 
     def refresh(self, ledger: Ledger) -> None:
         if self._stat() != self._signature:

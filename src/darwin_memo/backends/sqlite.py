@@ -25,7 +25,7 @@ from ..store import MemoryStore
 from ..types import MemoryEntry
 
 if TYPE_CHECKING:
-    from ..ledger import Changes, Ledger
+    from ..ledger import Changes, Ledger, Ticket
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
 
@@ -56,6 +56,11 @@ class SqliteBackend:
             raise StoreFormatError(
                 f"{self.path} is empty: not a darwin-memo store (refusing to use it)"
             )
+        with self.path.open("rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                raise StoreFormatError(
+                    f"{self.path} is not an SQLite database (refusing to use or overwrite it)"
+                )
         try:
             self.conn = sqlite3.connect(
                 self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
@@ -113,17 +118,34 @@ class SqliteBackend:
 
     def _meta(self) -> dict[str, Any]:
         rows = self.conn.execute("SELECT key, value FROM meta").fetchall()
-        return {k: json.loads(v) for k, v in rows}
+        meta: dict[str, Any] = {}
+        for key, value in rows:
+            try:
+                meta[key] = json.loads(value)
+            except (TypeError, ValueError):
+                raise StoreFormatError(
+                    f"{self.path}: unreadable meta value {key!r}; the store is damaged"
+                ) from None
+        for key in ("version", "tick_count"):
+            if key in meta and (isinstance(meta[key], bool) or not isinstance(meta[key], int)):
+                raise StoreFormatError(f"{self.path}: meta {key!r} is not an integer")
+        return meta
 
     def _entry(self, data: str, where: str) -> MemoryEntry:
         try:
             return MemoryEntry.from_dict(json.loads(data))
-        except (ValueError, StoreFormatError) as exc:
+        except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable {where} row: {exc}") from None
 
-    def _read_all(self, ledger: Ledger) -> None:
+    def _ticket(self, data: str) -> Ticket:
         from ..ledger import Ticket
 
+        try:
+            return Ticket.from_dict(json.loads(data))
+        except (TypeError, ValueError) as exc:
+            raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
+
+    def _read_all(self, ledger: Ledger) -> None:
         meta = self._meta()
         config = meta.get("config", {})
         store = MemoryStore(
@@ -149,15 +171,13 @@ class SqliteBackend:
         ledger.tick_count = int(meta.get("tick_count", 0))
         ledger.damaged = damaged
         ledger._set_pending(
-            Ticket.from_dict(json.loads(data))
+            self._ticket(data)
             for (data,) in self.conn.execute("SELECT data FROM tickets WHERE open = 1")
         )
         ledger._needs_snapshot = False
         self._seen = int(meta.get("version", 0))
 
     def _read_changes(self, ledger: Ledger, version: int) -> None:
-        from ..ledger import Ticket
-
         store = ledger.store
         for entry_id, alive, dmg, data in self.conn.execute(
             "SELECT id, alive, damaged, data FROM entries WHERE version > ?", (self._seen,)
@@ -172,7 +192,7 @@ class SqliteBackend:
         ):
             ledger._close_ticket(ticket_id)
             if is_open:
-                ledger._open_ticket(Ticket.from_dict(json.loads(data)))
+                ledger._open_ticket(self._ticket(data))
         meta = self._meta()
         ledger.tick_count = int(meta.get("tick_count", 0))
         self._seen = version

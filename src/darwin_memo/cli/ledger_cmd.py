@@ -260,6 +260,14 @@ def run_op(args: argparse.Namespace) -> dict[str, Any]:
     raise CliError(f"unknown operation {op!r}")  # pragma: no cover - argparse guards it
 
 
+def _check_text_args(args: argparse.Namespace) -> None:
+    """Every text argument must be text: no NUL, no undecodable bytes (``-`` aside)."""
+    for name, value in vars(args).items():
+        if isinstance(value, str) and value != "-":
+            what = "the store path" if name == "memory" else f"the {name.replace('_', ' ')}"
+            query_text(value, what, limit=max(len(value), 1))
+
+
 def main_ledger(argv: Sequence[str]) -> int:
     parser = build_ledger_parser()
     try:
@@ -267,6 +275,7 @@ def main_ledger(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return _fail(f"{exc} (usage: {parser.format_usage().strip()[7:]})", "usage", 2)
     try:
+        _check_text_args(args)
         result = run_op(args)
     except DarwinMemoError as exc:
         return _fail(str(exc), _code(exc))
