@@ -54,3 +54,46 @@ def test_common_word_queries_prune_but_stay_exact() -> None:
         store.add(MemoryEntry(" ".join([*words, f"x{i % 97}"]), zipf_text(rnd, 4)))
     query = "restart the api or the worker when the queue hangs"
     assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
+
+
+def _dense_store(rnd: random.Random, size: int) -> MemoryStore:
+    from darwin_memo import EmbeddingRetriever, HashingEmbedder
+
+    store = MemoryStore(retriever=EmbeddingRetriever(HashingEmbedder(dims=64), min_similarity=0.2))
+    for _ in range(size):
+        store.add(
+            MemoryEntry(
+                zipf_text(rnd, rnd.randint(1, 6)),
+                zipf_text(rnd, rnd.randint(0, 6)),
+                energy=rnd.choice([0.5, 1.0, 2.0]),
+            )
+        )
+    return store
+
+
+def _dense_brute(store: MemoryStore, query: str, k: int) -> list[tuple[str, float]]:
+    ranked = store.retriever.rank(query, store.alive())
+    ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
+    return [(e.id, s) for e, s in ranked[:k]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 80), st.integers(1, 5))
+def test_dense_search_equals_brute_force(seed: int, size: int, k: int) -> None:
+    rnd = random.Random(seed)
+    store = _dense_store(rnd, size)
+    for e in rnd.sample(store.alive(), k=min(len(store), rnd.randint(0, 4))):
+        store.bury(e.id)
+    for _ in range(5):
+        query = zipf_text(rnd, rnd.randint(1, 5))
+        assert [(e.id, s) for e, s in store.retrieve(query, k)] == _dense_brute(store, query, k)
+
+
+def test_dense_search_without_numpy(monkeypatch) -> None:
+    import sys
+
+    rnd = random.Random(3)
+    store = _dense_store(rnd, 40)
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    query = zipf_text(rnd, 3)
+    assert [(e.id, s) for e, s in store.retrieve(query, 3)] == _dense_brute(store, query, 3)

@@ -357,6 +357,102 @@ class EmbeddingRetriever:
         self.embed = embed
         self.min_similarity = min_similarity
         self._vectors: dict[str, list[float]] = {}
+        # The dense index: one float32 row per indexed entry (numpy, imported lazily),
+        # rows filled with unit vectors on first search; removed rows are zeroed.
+        self._row_of: dict[str, int] = {}
+        self._row_ids: list[str | None] = []
+        self._members: dict[str, MemoryEntry] = {}
+        self._unfilled: list[int] = []
+        self._matrix: Any = None
+
+    # -- the dense index --------------------------------------------------------
+
+    @property
+    def indexed(self) -> int:
+        return len(self._row_of)
+
+    def index(self, entry: MemoryEntry) -> None:
+        self._unindex(entry.id)
+        row = len(self._row_ids)
+        self._row_ids.append(entry.id)
+        self._row_of[entry.id] = row
+        self._members[entry.id] = entry
+        self._unfilled.append(row)
+
+    def _unindex(self, entry_id: str) -> None:
+        row = self._row_of.pop(entry_id, None)
+        if row is None:
+            return
+        self._row_ids[row] = None
+        self._members.pop(entry_id, None)
+        if self._matrix is not None and row < self._matrix.shape[0]:
+            self._matrix[row] = 0.0
+
+    def _fill(self, np: Any) -> None:
+        rows = [r for r in self._unfilled if self._row_ids[r] is not None]
+        self._unfilled = []
+        if not rows:
+            return
+        need = len(self._row_ids)
+        for row in rows:
+            entry = self._members[str(self._row_ids[row])]
+            try:
+                vec = self.vector(entry)
+            except ValueError:
+                continue  # skipped, as rank() skips it
+            if self._matrix is None:
+                self._matrix = np.zeros((max(need, 1024), len(vec)), dtype=np.float32)
+            if self._matrix.shape[0] < need:
+                grown = np.zeros(
+                    (max(need, 2 * self._matrix.shape[0]), self._matrix.shape[1]), dtype=np.float32
+                )
+                grown[: self._matrix.shape[0]] = self._matrix
+                self._matrix = grown
+            if len(vec) != self._matrix.shape[1]:
+                continue  # a vector of another model: only the exact path can score it
+            v = np.asarray(vec, dtype=np.float32)
+            norm = float(np.linalg.norm(v))
+            if norm > 0:
+                self._matrix[row] = v / norm
+
+    def search(self, query: str, k: int | None) -> list[tuple[str, float]]:
+        """Ids in the top ``k`` (ties with the k-th included), via a float32 matrix product.
+
+        Candidates come from the matrix; their scores are then recomputed exactly in
+        double precision, so results equal ``rank``'s.
+        """
+        try:
+            import numpy as np
+        except ImportError:  # no numpy: the exact scan
+            ranked = self.rank(query, list(self._members.values()))
+            return [(e.id, s) for e, s in ranked]
+        self._fill(np)
+        q = self._embed(query)
+        if self._matrix is None or len(q) != self._matrix.shape[1]:
+            return [(e.id, s) for e, s in self.rank(query, list(self._members.values()))]
+        qv = np.asarray(q, dtype=np.float32)
+        qn = float(np.linalg.norm(qv))
+        if qn == 0:
+            return []
+        sims = self._matrix[: len(self._row_ids)] @ (qv / qn)
+        slack = 1e-4  # float32 error margin; the exact pass below decides
+        rows = np.nonzero(sims >= self.min_similarity - slack)[0]
+        if k is not None and len(rows) > k:
+            kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
+            rows = rows[sims[rows] >= kth - slack]
+        out: list[tuple[int, str, float]] = []
+        for row in rows.tolist():
+            entry_id = self._row_ids[row]
+            if entry_id is None:
+                continue
+            try:
+                sim = _cosine(q, self._vectors[entry_id])
+            except (KeyError, ValueError):
+                continue
+            if sim >= self.min_similarity:
+                out.append((row, entry_id, sim))
+        out.sort()  # insertion order, so ties rank as a scan ranks them
+        return [(entry_id, sim) for _, entry_id, sim in out]
 
     def _embed(self, text: str) -> list[float]:
         vec = [float(v) for v in self.embed(text)]
@@ -419,6 +515,7 @@ class EmbeddingRetriever:
             return 0.0
 
     def forget(self, entry_id: str) -> None:
+        self._unindex(entry_id)
         self._vectors.pop(entry_id, None)
 
     def dump_state(self) -> dict[str, Any]:
