@@ -95,7 +95,19 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def apply_migrations(conn: sqlite3.Connection, path: str) -> int:
-    """Bring the schema up to date; returns the version. Refuses newer stores."""
+    """Bring the schema up to date; returns the version. Refuses newer stores.
+
+    A store already at the current version is only read (no write lock taken).
+    """
+    known = len(MIGRATIONS)
+    current = schema_version(conn)
+    if current > known:
+        raise StoreFormatError(
+            f"{path} has schema version {current}, newer than this darwin-memo "
+            f"understands ({known}); upgrade darwin-memo to open it"
+        )
+    if current == known:
+        return known
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
