@@ -303,3 +303,20 @@ def test_ticket_round_trip() -> None:
     assert t.provenance == ["s" * 12, "d" * 12]
     with pytest.raises(StoreFormatError):
         Ticket.from_dict({"id": "x"})
+
+
+def test_damaged_entry_row_is_refused_when_read(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "s.db")
+    bad = ledger.add(CACHE_Q, CACHE_A)
+    ledger.add("Who owns the cafeteria menu?", "Facilities owns the cafeteria menu.")
+    ledger.close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    conn.execute("UPDATE entries SET data = '{' WHERE id = ?", (bad.id,))
+    conn.commit()
+    conn.close()
+    ledger = Ledger.open(tmp_path / "s.db")
+    with pytest.raises(StoreFormatError, match=bad.id):
+        ledger.decide(CACHE_Q)  # retrieval reads the damaged row
+    with pytest.raises(StoreFormatError, match=bad.id):
+        ledger.verify()
+    assert ledger.decide("cafeteria menu owner").provenance  # rows it never reads still serve

@@ -38,6 +38,7 @@ def top_candidates(
     has_token: Callable[[K, str], bool],
     min_coverage: float,
     k: int | None,
+    prefetch: Callable[[Collection[K]], None] | None = None,
 ) -> list[tuple[K, float]]:
     """Keys whose exact score qualifies and ties or beats the k-th best (``k=None``: all).
 
@@ -78,6 +79,8 @@ def top_candidates(
                     if key in members:
                         partial[key] += weight
             else:
+                if prefetch is not None:
+                    prefetch(partial.keys())
                 for key in partial:
                     if has_token(key, token):
                         partial[key] += weight
@@ -91,6 +94,8 @@ def top_candidates(
             partial = {key: s for key, s in partial.items() if s + ceiling >= bar}
 
     # Exact scores, summed in query order as the published scan sums them.
+    if prefetch is not None:
+        prefetch(partial.keys())
     out: list[tuple[K, float]] = []
     for key in partial:
         score = sum(w for t, w in idf.items() if has_token(key, t))

@@ -841,6 +841,10 @@ class Ledger:
     def heir_of(self, entry_id: str) -> MemoryEntry | None:
         """The living or dead entry whose lineage names ``entry_id``."""
         self._refresh()
+        lookup = getattr(self.store, "heir_of", None)
+        if lookup is not None:
+            heir_id = lookup(entry_id)
+            return (self.store.get(heir_id) or self.store.get_dead(heir_id)) if heir_id else None
         for entry in list(self.store.alive()) + self.store.graveyard():
             if entry_id in entry.lineage:
                 return entry

@@ -132,3 +132,44 @@ def apply_migrations(conn: sqlite3.Connection, path: str) -> int:
         conn.execute("ROLLBACK")
         raise
     return len(MIGRATIONS)
+
+
+@migration(2, "m002_lazy_population")
+def m002_lazy_population(conn: sqlite3.Connection) -> None:
+    """Entries read on demand: an inverted index, lazy upkeep, lineage, counters.
+
+    ``energy`` becomes the balance at tick ``anchor``; upkeep since then is charged
+    arithmetically, and ``death_tick`` (the first tick at which upkeep leaves the
+    entry at or below zero) lets a tick find its dead without touching the living.
+    """
+    from .backends.sqlstore import backfill_v2
+
+    _script(
+        conn,
+        """
+        ALTER TABLE entries ADD COLUMN anchor INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE entries ADD COLUMN death_tick INTEGER;
+        ALTER TABLE entries ADD COLUMN toks TEXT NOT NULL DEFAULT '';
+        CREATE INDEX entries_death ON entries(alive, pinned, death_tick);
+        CREATE TABLE tokens (
+            id INTEGER PRIMARY KEY,
+            token TEXT NOT NULL UNIQUE,
+            df INTEGER NOT NULL
+        );
+        CREATE TABLE postings (
+            token_id INTEGER NOT NULL,
+            entry_rowid INTEGER NOT NULL,
+            PRIMARY KEY (token_id, entry_rowid)
+        ) WITHOUT ROWID;
+        CREATE TABLE lineage (
+            member TEXT PRIMARY KEY,
+            heir TEXT NOT NULL
+        );
+        CREATE TABLE counters (
+            name TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        )
+        """,
+    )
+    backfill_v2(conn)

@@ -105,6 +105,7 @@ def _write_sqlite(
     source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
 ) -> None:
     from .backends.sqlite import SqliteBackend, _dumps
+    from .backends.sqlstore import write_entry
 
     tmp = dest.with_name(dest.name + f".{secrets.token_hex(4)}.tmp")
     backend = SqliteBackend(tmp, create=True)
@@ -112,22 +113,26 @@ def _write_sqlite(
         conn = backend.conn
         store = source.store
         with backend._immediate():
-            rows = [(e, 1) for e in store.alive()] + [(e, 0) for e in store.graveyard()]
-            conn.executemany(
-                "INSERT INTO entries (id, alive, energy, kind, damaged, data, version) "
-                "VALUES (?, ?, ?, ?, ?, ?, 1)",
-                [
-                    (
-                        e.id,
-                        alive,
-                        e.energy,
-                        e.kind.value,
-                        int(e.id in source.damaged),
-                        _dumps(e.to_dict()),
-                    )
-                    for e, alive in rows
-                ],
-            )
+            for entry in store.alive():
+                write_entry(
+                    conn,
+                    entry,
+                    alive=True,
+                    damaged=entry.id in source.damaged,
+                    tick=source.tick_count,
+                    upkeep=store.upkeep,
+                    version=1,
+                )
+            for entry in store.graveyard():
+                write_entry(
+                    conn,
+                    entry,
+                    alive=False,
+                    damaged=entry.id in source.damaged,
+                    tick=source.tick_count,
+                    upkeep=store.upkeep,
+                    version=1,
+                )
             conn.executemany(
                 "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
                 [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],

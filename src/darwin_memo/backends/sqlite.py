@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..migrations import apply_migrations
-from ..store import MemoryStore
 from ..types import MemoryEntry
 
 if TYPE_CHECKING:
@@ -71,6 +70,7 @@ class SqliteBackend:
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
         self._seen = -1
+        self.txn_version = 0
 
     def _create(self) -> bool:
         """Create the store atomically: build it aside, then link it into place.
@@ -146,30 +146,30 @@ class SqliteBackend:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
     def _read_all(self, ledger: Ledger) -> None:
+        """Read the ledger's state: tickets, tick, damage record; entries stay in SQLite."""
+        from .sqlstore import SqlStore
+
         meta = self._meta()
         config = meta.get("config", {})
-        store = MemoryStore(
+        store = SqlStore(
+            self,
             max_energy=config.get("max_energy", 5.0),
             upkeep=config.get("upkeep", 0.05),
             retriever=ledger.store.retriever,
         )
         extra = meta.get("payload_extra", {})
         store.payload_extra = extra if isinstance(extra, dict) else {}
-        damaged: set[str] = set()
-        for entry_id, alive, dmg, data in self.conn.execute(
-            "SELECT id, alive, damaged, data FROM entries ORDER BY rowid"
-        ):
-            entry = self._entry(data, f"entry {entry_id}")
-            store.sync_entry(entry, bool(alive))
-            if dmg:
-                damaged.add(entry_id)
         state = store.payload_extra.get("retriever")
         if isinstance(state, dict) and state:
             store.retriever.load_state(state)
         ledger.store = store
         ledger.protocol.store = store
         ledger.tick_count = int(meta.get("tick_count", 0))
-        ledger.damaged = damaged
+        store.tick = ledger.tick_count
+        ledger.damaged = {
+            str(i) for (i,) in self.conn.execute("SELECT id FROM entries WHERE damaged = 1")
+        }
+        store.damaged = ledger.damaged
         ledger._set_pending(
             self._ticket(data)
             for (data,) in self.conn.execute("SELECT data FROM tickets WHERE open = 1")
@@ -178,11 +178,15 @@ class SqliteBackend:
         self._seen = int(meta.get("version", 0))
 
     def _read_changes(self, ledger: Ledger, version: int) -> None:
+        from .sqlstore import SqlStore
+
         store = ledger.store
-        for entry_id, alive, dmg, data in self.conn.execute(
-            "SELECT id, alive, damaged, data FROM entries WHERE version > ?", (self._seen,)
+        assert isinstance(store, SqlStore)
+        changed = []
+        for entry_id, dmg in self.conn.execute(
+            "SELECT id, damaged FROM entries WHERE version > ?", (self._seen,)
         ):
-            store.sync_entry(self._entry(data, f"entry {entry_id}"), bool(alive))
+            changed.append(entry_id)
             if dmg:
                 ledger.damaged.add(entry_id)
             else:
@@ -195,6 +199,11 @@ class SqliteBackend:
                 ledger._open_ticket(self._ticket(data))
         meta = self._meta()
         ledger.tick_count = int(meta.get("tick_count", 0))
+        if store.tick != ledger.tick_count:
+            store.forget_cached()
+            store.tick = ledger.tick_count
+        else:
+            store.forget_cached(changed)
         self._seen = version
 
     def _current_version(self) -> int:
@@ -240,6 +249,7 @@ class SqliteBackend:
             self._raise(exc, "start a write")
         try:
             self._sync(ledger)
+            self.txn_version = self._current_version() + 1
             ledger._begin_journal(changes)
             yield
             if changes.events or changes.touched or changes.opened or changes.closed:
@@ -254,34 +264,13 @@ class SqliteBackend:
             raise
 
     def _write(self, ledger: Ledger, changes: Changes) -> None:
-        version = self._current_version() + 1
+        from .sqlstore import SqlStore
+
+        version = self.txn_version
         store = ledger.store
-        rows = []
-        for entry_id in changes.touched:
-            entry = store.get(entry_id)
-            alive = entry is not None
-            if entry is None:
-                entry = store.get_dead(entry_id)
-            if entry is None:
-                continue
-            rows.append(
-                (
-                    entry.id,
-                    int(alive),
-                    entry.energy,
-                    entry.kind.value,
-                    int(entry.id in ledger.damaged),
-                    _dumps(entry.to_dict()),
-                    version,
-                )
-            )
-        self.conn.executemany(
-            "INSERT INTO entries (id, alive, energy, kind, damaged, data, version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-            "alive=excluded.alive, energy=excluded.energy, kind=excluded.kind, "
-            "damaged=excluded.damaged, data=excluded.data, version=excluded.version",
-            rows,
-        )
+        assert isinstance(store, SqlStore)
+        store.damaged = ledger.damaged
+        store.flush(changes.touched)
         self.conn.executemany(
             "INSERT OR REPLACE INTO tickets (id, open, born_tick, data, version) "
             "VALUES (?, 1, ?, ?, ?)",

@@ -1,0 +1,541 @@
+"""A population that lives in SQLite and is read on demand.
+
+``SqlStore`` is a ``MemoryStore`` whose entries stay in the database: ``get``
+reads one row, retrieval walks an inverted index (``tokens`` + ``postings``)
+with the exact published ranking (see ``index``), and a tick touches only the
+entries that die. That keeps a one-shot ``darwin-memo ledger FILE decide``
+proportional to the question, not to the store.
+
+Upkeep is lazy. A row holds its balance at tick ``anchor``; at tick ``T`` the
+balance is ``energy - upkeep * (T - anchor)`` (floored at zero when pinned).
+``death_tick`` is the first tick at which that reaches zero, so a tick finds
+its dead with one indexed query instead of an UPDATE of every row.
+
+Every mutation is written through at once, inside the ledger operation's
+transaction, so queries made later in the same operation see it. Entries read
+during an operation are cached until the next tick or the next refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreFormatError
+from ..index import top_candidates
+from ..retrieval import LexicalRetriever, Retriever, tokenize
+from ..store import MemoryStore
+from ..temporal import recency_weight
+from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry
+
+if TYPE_CHECKING:
+    from .sqlite import SqliteBackend
+
+__all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens"]
+
+_COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
+_CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def entry_tokens(entry: MemoryEntry) -> list[str]:
+    return sorted(set(tokenize(entry.text)))
+
+
+def death_tick(energy: float, anchor: int, upkeep: float, pinned: bool) -> int | None:
+    """The first tick after ``anchor`` at which lazy upkeep leaves ``energy`` dead."""
+    if pinned:
+        return None
+    if energy <= ALIVE_EPSILON:
+        return anchor + 1
+    if upkeep <= 0:
+        return None
+    n = max(1, math.ceil((energy - ALIVE_EPSILON) / upkeep))
+    while n > 1 and energy - upkeep * (n - 1) <= ALIVE_EPSILON:
+        n -= 1
+    while energy - upkeep * n > ALIVE_EPSILON:
+        n += 1
+    return anchor + n
+
+
+def _chunks(items: list[Any]) -> Iterable[list[Any]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]
+
+
+def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
+    conn.execute(
+        "INSERT INTO counters (name, value) VALUES (?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+        (name, by),
+    )
+
+
+def _index_tokens(conn: sqlite3.Connection, rowid: int, toks: Iterable[str], sign: int) -> None:
+    toks = list(toks)
+    if not toks:
+        return
+    if sign > 0:
+        conn.executemany(
+            "INSERT INTO tokens (token, df) VALUES (?, 1) "
+            "ON CONFLICT(token) DO UPDATE SET df = df + 1",
+            [(t,) for t in toks],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
+            "SELECT id, ? FROM tokens WHERE token = ?",
+            [(rowid, t) for t in toks],
+        )
+    else:
+        conn.executemany(
+            "DELETE FROM postings WHERE entry_rowid = ? AND token_id = "
+            "(SELECT id FROM tokens WHERE token = ?)",
+            [(rowid, t) for t in toks],
+        )
+        conn.executemany("UPDATE tokens SET df = df - 1 WHERE token = ?", [(t,) for t in toks])
+
+
+def write_entry(
+    conn: sqlite3.Connection,
+    entry: MemoryEntry,
+    *,
+    alive: bool,
+    damaged: bool,
+    tick: int,
+    upkeep: float,
+    version: int,
+) -> None:
+    """Insert or update one row, keeping the index and the counters in step."""
+    row = conn.execute(
+        "SELECT rowid, alive, toks FROM entries WHERE id = ?", (entry.id,)
+    ).fetchone()
+    toks = entry_tokens(entry)
+    toks_text = " ".join(toks)
+    params = (
+        int(alive),
+        entry.energy,
+        tick,
+        int(entry.pinned),
+        death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
+        toks_text,
+        entry.kind.value,
+        int(damaged),
+        _dumps(entry.to_dict()),
+        version,
+    )
+    if row is None:
+        cur = conn.execute(
+            "INSERT INTO entries (alive, energy, anchor, pinned, death_tick, toks, kind, damaged, "
+            "data, version, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*params, entry.id),
+        )
+        rowid = int(cur.lastrowid or 0)
+        was_alive, old_toks = False, ""
+    else:
+        rowid, was_alive, old_toks = int(row[0]), bool(row[1]), str(row[2])
+        conn.execute(
+            "UPDATE entries SET alive=?, energy=?, anchor=?, pinned=?, death_tick=?, toks=?, "
+            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
+            (*params, rowid),
+        )
+    if was_alive and (not alive or old_toks != toks_text):
+        _index_tokens(conn, rowid, old_toks.split(), -1)
+    if alive and (not was_alive or old_toks != toks_text):
+        _index_tokens(conn, rowid, toks, +1)
+    if alive != was_alive:
+        _bump(conn, "alive", 1 if alive else -1)
+    for member in entry.lineage:
+        conn.execute(
+            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
+        )
+
+
+def backfill_v2(conn: sqlite3.Connection) -> None:
+    """Fill the v2 columns and the index for rows written by schema v1."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    tick = int(json.loads(meta.get("tick_count", "0")))
+    config = json.loads(meta.get("config", "{}")) if "config" in meta else {}
+    upkeep = float(config.get("upkeep", 0.05))
+    rows = conn.execute("SELECT rowid, alive, energy, data FROM entries").fetchall()
+    alive_count = 0
+    for rowid, alive, energy, data in rows:
+        entry = MemoryEntry.from_dict(json.loads(data))
+        toks = entry_tokens(entry)
+        conn.execute(
+            "UPDATE entries SET anchor=?, pinned=?, death_tick=?, toks=? WHERE rowid=?",
+            (
+                tick,
+                int(entry.pinned),
+                death_tick(float(energy), tick, upkeep, entry.pinned) if alive else None,
+                " ".join(toks),
+                rowid,
+            ),
+        )
+        if alive:
+            alive_count += 1
+            _index_tokens(conn, rowid, toks, +1)
+        for member in entry.lineage:
+            conn.execute(
+                "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
+            )
+    conn.execute(
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('alive', ?)", (alive_count,)
+    )
+
+
+class SqlStore(MemoryStore):
+    """``MemoryStore`` over an SQLite database (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: SqliteBackend,
+        max_energy: float,
+        upkeep: float,
+        retriever: Retriever | None = None,
+    ) -> None:
+        super().__init__(max_energy=max_energy, upkeep=upkeep, retriever=retriever)
+        self.backend = backend
+        self.conn = backend.conn
+        #: The tick lazy upkeep is computed at (kept equal to the ledger's tick).
+        self.tick = 0
+        self.damaged: set[str] = set()
+
+    # -- rows -----------------------------------------------------------------------
+
+    def _energy_now(self, energy: float, anchor: int, pinned: bool) -> float:
+        elapsed = self.tick - anchor
+        if elapsed <= 0:
+            return energy
+        now = energy - self.upkeep * elapsed
+        return max(now, 0.0) if pinned else now
+
+    def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
+        _rowid, entry_id, alive, energy, anchor, pinned, data = row
+        try:
+            entry = MemoryEntry.from_dict(json.loads(data))
+        except (TypeError, ValueError, StoreFormatError) as exc:
+            raise StoreFormatError(
+                f"{self.backend.path}: unreadable entry {entry_id}: {exc}"
+            ) from None
+        entry.energy = (
+            self._energy_now(float(energy), int(anchor), bool(pinned)) if alive else (float(energy))
+        )
+        return entry
+
+    def _fetch(self, where: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE {where}", params).fetchall()
+
+    def _write(self, entry: MemoryEntry, alive: bool) -> None:
+        write_entry(
+            self.conn,
+            entry,
+            alive=alive,
+            damaged=entry.id in self.damaged,
+            tick=self.tick,
+            upkeep=self.upkeep,
+            version=self.backend.txn_version,
+        )
+
+    def flush(self, ids: Iterable[str]) -> None:
+        """Write the cached state of these entries (attribute changes included)."""
+        for entry_id in ids:
+            entry = self._population.get(entry_id)
+            if entry is not None:
+                self._write(entry, True)
+                continue
+            dead = self._graveyard.get(entry_id)
+            if dead is not None:
+                self._write(dead, False)
+
+    def forget_cached(self, ids: Iterable[str] | None = None) -> None:
+        """Drop cached entries (all of them when ``ids`` is None)."""
+        if ids is None:
+            self._population.clear()
+            self._graveyard.clear()
+            return
+        for entry_id in ids:
+            self._population.pop(entry_id, None)
+            self._graveyard.pop(entry_id, None)
+
+    # -- the population -------------------------------------------------------------
+
+    def _index(self, entry: MemoryEntry) -> None:
+        return None  # the SQL index is kept by write_entry
+
+    def add(self, entry: MemoryEntry) -> MemoryEntry:
+        if self.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry.id,)).fetchone():
+            raise ValueError(
+                f"an entry with id {entry.id} is already in this store; ids must be unique"
+            )
+        super().add(entry)
+        self._write(entry, True)
+        return entry
+
+    def get(self, entry_id: str) -> MemoryEntry | None:
+        cached = self._population.get(entry_id)
+        if cached is not None:
+            return cached
+        rows = self._fetch("id = ? AND alive = 1", (entry_id,))
+        if not rows:
+            return None
+        entry = self._materialize(rows[0])
+        self._population[entry_id] = entry
+        return entry
+
+    def get_dead(self, entry_id: str) -> MemoryEntry | None:
+        cached = self._graveyard.get(entry_id)
+        if cached is not None:
+            return cached
+        rows = self._fetch("id = ? AND alive = 0", (entry_id,))
+        if not rows:
+            return None
+        entry = self._materialize(rows[0])
+        self._graveyard[entry_id] = entry
+        return entry
+
+    def _load_all(self, alive: bool) -> list[MemoryEntry]:
+        cache = self._population if alive else self._graveyard
+        out = []
+        for row in self._fetch("alive = ? ORDER BY rowid", (int(alive),)):
+            entry = cache.get(row[1])
+            if entry is None:
+                entry = cache[row[1]] = self._materialize(row)
+            out.append(entry)
+        return out
+
+    def alive(self) -> list[MemoryEntry]:
+        return self._load_all(True)
+
+    def graveyard(self) -> list[MemoryEntry]:
+        return self._load_all(False)
+
+    def __len__(self) -> int:
+        row = self.conn.execute("SELECT value FROM counters WHERE name = 'alive'").fetchone()
+        return int(row[0]) if row else 0
+
+    def __contains__(self, entry_id: object) -> bool:
+        return isinstance(entry_id, str) and self.get(entry_id) is not None
+
+    def dead_count(self) -> int:
+        row = self.conn.execute("SELECT COUNT(*) FROM entries WHERE alive = 0").fetchone()
+        return int(row[0])
+
+    def heir_of(self, entry_id: str) -> str | None:
+        row = self.conn.execute("SELECT heir FROM lineage WHERE member = ?", (entry_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    # -- economics --------------------------------------------------------------------
+
+    def credit(self, entry_id: str, amount: float, cycle: int) -> None:
+        entry = self.get(entry_id)
+        if entry is None:
+            return
+        super().credit(entry_id, amount, cycle)
+        self._write(entry, True)
+
+    def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
+        if self.get(entry_id) is None:
+            raise KeyError(entry_id)
+        super().set_energy(entry_id, energy, reason)
+        self._write(self._population[entry_id], True)
+
+    def bury(self, entry_id: str, reason: str = "burial") -> None:
+        entry = self.get(entry_id)
+        if entry is None:
+            return
+        super().bury(entry_id, reason)
+        self._write(entry, False)
+
+    def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
+        members = [i for i in member_ids if self.get(i) is not None]
+        clipped = super().merge_into(heir, members)
+        self._write(heir, True)
+        return clipped
+
+    def charge_upkeep(
+        self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
+    ) -> list[MemoryEntry]:
+        """One tick of lazy upkeep: only the dead are read and written."""
+        if scale is not None:
+            raise ValueError("per-entry upkeep scales are not supported on SQLite stores")
+        self.flush(self.dirty & (set(self._population) | set(self._graveyard)))
+        protected = set(protect)
+        unpinned = self.conn.execute(
+            "SELECT COUNT(*) FROM entries WHERE alive = 1 AND pinned = 0"
+        ).fetchone()[0]
+        pinned_before = [
+            self._energy_now(float(e), int(a), True)
+            for e, a in self.conn.execute(
+                "SELECT energy, anchor FROM entries WHERE alive = 1 AND pinned = 1"
+            )
+        ]
+        charged = self.upkeep * int(unpinned) + math.fsum(
+            min(self.upkeep, max(0.0, e)) for e in pinned_before
+        )
+        self.tick += 1
+        self.forget_cached()
+        self.books.post("upkeep", -charged)
+        self.last_upkeep_charged = round(charged, 6)
+        buried: list[MemoryEntry] = []
+        for row in self._fetch(
+            "alive = 1 AND pinned = 0 AND death_tick <= ? ORDER BY rowid", (self.tick,)
+        ):
+            if row[1] in protected:
+                continue
+            entry = self._materialize(row)
+            if entry.alive:
+                continue
+            self._population[entry.id] = entry
+            self.bury(entry.id)
+            buried.append(entry)
+        return buried
+
+    def total_energy(self) -> float:
+        row = self.conn.execute(
+            "SELECT SUM(CASE WHEN pinned = 1 THEN MAX(0.0, energy - ? * MAX(0, ? - anchor)) "
+            "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1",
+            (self.upkeep, self.tick, self.upkeep, self.tick),
+        ).fetchone()
+        return float(row[0] or 0.0)
+
+    def energy_share_by_kind(self) -> dict[str, float]:
+        rows = self.conn.execute(
+            "SELECT kind, SUM(CASE WHEN pinned = 1 THEN MAX(0.0, energy - ? * MAX(0, ? - anchor)) "
+            "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1 GROUP BY kind",
+            (self.upkeep, self.tick, self.upkeep, self.tick),
+        ).fetchall()
+        total = math.fsum(float(v or 0.0) for _, v in rows)
+        if total <= 0:
+            return {}
+        return {str(k): float(v or 0.0) / total for k, v in rows}
+
+    def now_cycle(self) -> int:
+        return max(
+            (max(e.born_cycle, e.last_used_cycle) for e in self.alive()),
+            default=0,
+        )
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        half_life: float | None = None,
+        now_cycle: int | None = None,
+        kind: EntryKind | str | None = None,
+        source: str | None = None,
+    ) -> list[tuple[MemoryEntry, float]]:
+        if (
+            kind is not None
+            or source is not None
+            or not isinstance(self.retriever, LexicalRetriever)
+            or not isinstance(query, str)
+            or isinstance(k, bool)
+            or not isinstance(k, int)
+            or k <= 0
+        ):
+            return self._retrieve_scan(
+                query, k, half_life=half_life, now_cycle=now_cycle, kind=kind, source=source
+            )
+        if half_life is not None and (not math.isfinite(half_life) or half_life <= 0):
+            raise ValueError(f"half_life must be a positive number of ticks, got {half_life!r}")
+        found = self._search(query, None if half_life is not None else k)
+        ranked = found
+        if half_life is not None:
+            now = now_cycle if now_cycle is not None else self.now_cycle()
+            ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in found]
+        ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
+        return ranked[:k]
+
+    def _retrieve_scan(self, query: str, k: int, **kwargs: Any) -> list[tuple[MemoryEntry, float]]:
+        """The published scan over every living entry (filters, custom retrievers)."""
+        self.alive()  # fill the cache the base implementation ranks over
+        count = len(self._population)
+        saved = self.retriever
+        try:
+            return MemoryStore.retrieve(self, query, k, **kwargs) if count else []
+        finally:
+            self.retriever = saved
+
+    def _search(self, query: str, k: int | None) -> list[tuple[MemoryEntry, float]]:
+        assert isinstance(self.retriever, LexicalRetriever)
+        qtokens = list(dict.fromkeys(tokenize(query)))
+        if not qtokens:
+            return []
+        stats: dict[str, tuple[int, int]] = {}
+        for part in _chunks(qtokens):
+            marks = ",".join("?" * len(part))
+            for token, token_id, count in self.conn.execute(
+                f"SELECT token, id, df FROM tokens WHERE token IN ({marks})", part
+            ):
+                stats[token] = (int(token_id), int(count))
+        toks: dict[int, frozenset[str]] = {}
+
+        def df(t: str) -> int:
+            return stats.get(t, (0, 0))[1]
+
+        def postings(t: str) -> list[int]:
+            if t not in stats:
+                return []
+            return [
+                r
+                for (r,) in self.conn.execute(
+                    "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
+                )
+            ]
+
+        def prefetch(keys: Collection[int]) -> None:
+            missing = [r for r in keys if r not in toks]
+            for part in _chunks(missing):
+                marks = ",".join("?" * len(part))
+                for rowid, text in self.conn.execute(
+                    f"SELECT rowid, toks FROM entries WHERE rowid IN ({marks})", part
+                ):
+                    toks[int(rowid)] = frozenset(str(text).split())
+
+        def has_token(rowid: int, t: str) -> bool:
+            if rowid not in toks:
+                prefetch([rowid])
+            return t in toks.get(rowid, frozenset())
+
+        found = top_candidates(
+            qtokens,
+            len(self),
+            df,
+            postings,
+            has_token,
+            self.retriever.min_coverage,
+            k,
+            prefetch,
+        )
+        if not found:
+            return []
+        scores = dict(found)
+        rows: list[tuple[Any, ...]] = []
+        keys = sorted(scores)
+        for part in _chunks(keys):
+            marks = ",".join("?" * len(part))
+            rows += self._fetch(f"rowid IN ({marks}) AND alive = 1", tuple(part))
+        rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it
+        out = []
+        for row in rows:
+            entry = self._population.get(row[1])
+            if entry is None:
+                entry = self._population[row[1]] = self._materialize(row)
+            out.append((entry, scores[int(row[0])]))
+        return out
+
+    # -- persistence --------------------------------------------------------------------
+
+    def to_payload(self) -> dict[str, Any]:
+        self.alive()
+        self.graveyard()
+        return super().to_payload()
