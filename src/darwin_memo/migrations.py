@@ -152,6 +152,7 @@ def m002_lazy_population(conn: sqlite3.Connection) -> None:
         ALTER TABLE entries ADD COLUMN death_tick INTEGER;
         ALTER TABLE entries ADD COLUMN toks TEXT NOT NULL DEFAULT '';
         CREATE INDEX entries_death ON entries(alive, pinned, death_tick);
+        CREATE INDEX entries_damaged ON entries(damaged) WHERE damaged = 1;
         CREATE TABLE tokens (
             id INTEGER PRIMARY KEY,
             token TEXT NOT NULL UNIQUE,

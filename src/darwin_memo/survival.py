@@ -14,14 +14,17 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import economy
 from .consolidate import DEFAULT_MERGE_THRESHOLD, SOURCE_POLICIES, merge_groups
 from .diagnose import selection_findings
-from .environments import Environment
 from .protocol import QueryProtocol
-from .store import MemoryStore
 from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
+
+if TYPE_CHECKING:  # the ledger imports this module; keep its start-up light
+    from .environments import Environment
+    from .store import MemoryStore
 
 __all__ = [
     "EXPERIENCE_DEDUP",
