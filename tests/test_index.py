@@ -97,3 +97,34 @@ def test_dense_search_without_numpy(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "numpy", None)
     query = zipf_text(rnd, 3)
     assert [(e.id, s) for e, s in store.retrieve(query, 3)] == _dense_brute(store, query, 3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 40),
+    st.floats(0.05, 1.0),
+    st.sampled_from(["off", "shared", "identical"]),
+)
+def test_indexed_consolidation_equals_pairwise(
+    seed: int, size: int, threshold: float, policy: str
+) -> None:
+    from darwin_memo.consolidate import _groups_indexed, _groups_pairwise
+
+    rnd = random.Random(seed)
+    store = MemoryStore()
+    small = VOCAB[:8]
+    for _ in range(size):
+        words = rnd.choices(small, k=rnd.randint(0, 5))
+        store.add(
+            MemoryEntry(
+                " ".join(words),
+                "",
+                energy=rnd.choice([0.5, 1.0, 1.0, 2.0]),
+                sources=rnd.sample(["a", "b", "c"], k=rnd.randint(0, 2)),
+            )
+        )
+    exclude = {e.id for e in rnd.sample(store.alive(), k=min(size, rnd.randint(0, 3)))}
+    got = _groups_indexed(store, store.retriever, threshold, exclude, policy)  # type: ignore[arg-type]
+    want = _groups_pairwise(store, threshold, exclude, policy)
+    assert [[e.id for e in g] for g in got] == [[e.id for e in g] for g in want]

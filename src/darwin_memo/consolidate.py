@@ -12,6 +12,7 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from .types import EntryKind, MemoryEntry
 
 if TYPE_CHECKING:
+    from .retrieval import LexicalRetriever
     from .store import MemoryStore
 
 __all__ = ["DEFAULT_MERGE_THRESHOLD", "SOURCE_POLICIES", "Merge", "consolidate", "merge_groups"]
@@ -36,15 +38,100 @@ class Merge:
     clipped: float
 
 
-def _groups(
-    store: MemoryStore, threshold: float, exclude: Collection[str], source_policy: str
-) -> list[list[MemoryEntry]]:
+def _candidates(store: MemoryStore, exclude: Collection[str]) -> list[MemoryEntry]:
     candidates = [
         e
         for e in store.alive()
         if e.id not in exclude and not e.pinned and e.probation <= 0 and e.juvenile <= 0
     ]
     candidates.sort(key=lambda e: e.energy, reverse=True)
+    return candidates
+
+
+def _joins(anchor: MemoryEntry, other: MemoryEntry, source_policy: str, shared: set[str]) -> bool:
+    if source_policy == "shared":
+        return bool(other.sources) and bool(shared & set(other.sources))
+    if source_policy == "identical":
+        return set(other.sources) == set(anchor.sources)
+    return True
+
+
+def _groups(
+    store: MemoryStore, threshold: float, exclude: Collection[str], source_policy: str
+) -> list[list[MemoryEntry]]:
+    """The published greedy clustering; lexical stores find partners through an index."""
+    from .retrieval import LexicalRetriever
+
+    if isinstance(store.retriever, LexicalRetriever) and threshold > 0:
+        return _groups_indexed(store, store.retriever, threshold, exclude, source_policy)
+    return _groups_pairwise(store, threshold, exclude, source_policy)
+
+
+def _groups_indexed(
+    store: MemoryStore,
+    retriever: LexicalRetriever,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+) -> list[list[MemoryEntry]]:
+    """Same groups as the pairwise scan, without comparing every pair.
+
+    Jaccard(a, b) >= t needs |a & b| >= t * max(|a|, |b|), so b must share one of
+    a's ``|a| - ceil(t |a|) + 1`` rarest tokens (the prefix filter) and have a size
+    between ``t |a|`` and ``|a| / t``. Only such partners are compared, exactly.
+    """
+    candidates = _candidates(store, exclude)
+    tokens = [retriever.tokens(e) for e in candidates]
+    df: dict[str, int] = {}
+    for ts in tokens:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    postings: dict[str, list[int]] = {}
+    for i, ts in enumerate(tokens):
+        for t in ts:
+            postings.setdefault(t, []).append(i)
+    consumed = [False] * len(candidates)
+    groups: list[list[MemoryEntry]] = []
+    for i, anchor in enumerate(candidates):
+        if consumed[i]:
+            continue
+        if source_policy != "off" and not anchor.sources:
+            continue
+        ta = tokens[i]
+        if not ta:
+            continue  # an empty token set is similar to nothing
+        size = len(ta)
+        prefix_len = size - math.ceil(threshold * size - 1e-12) + 1
+        prefix = sorted(ta, key=lambda t: (df[t], t))[: max(1, prefix_len)]
+        partners: set[int] = set()
+        for t in prefix:
+            partners.update(postings[t])
+        group = [anchor]
+        shared = set(anchor.sources)
+        for j in sorted(partners):
+            if j == i or consumed[j]:
+                continue
+            tb = tokens[j]
+            if not threshold * size <= len(tb) + 1e-12 or not len(tb) <= size / threshold + 1e-12:
+                continue
+            other = candidates[j]
+            if not _joins(anchor, other, source_policy, shared):
+                continue
+            if len(ta & tb) / len(ta | tb) >= threshold:
+                group.append(other)
+                consumed[j] = True
+                if source_policy == "shared":
+                    shared &= set(other.sources)
+        if len(group) >= 2:
+            consumed[i] = True
+            groups.append(group)
+    return groups
+
+
+def _groups_pairwise(
+    store: MemoryStore, threshold: float, exclude: Collection[str], source_policy: str
+) -> list[list[MemoryEntry]]:
+    candidates = _candidates(store, exclude)
     consumed: set[str] = set()
     groups: list[list[MemoryEntry]] = []
     for anchor in candidates:
@@ -57,10 +144,7 @@ def _groups(
         for other in candidates:
             if other.id == anchor.id or other.id in consumed:
                 continue
-            if source_policy == "shared":
-                if not other.sources or not (shared & set(other.sources)):
-                    continue
-            elif source_policy == "identical" and set(other.sources) != set(anchor.sources):
+            if not _joins(anchor, other, source_policy, shared):
                 continue
             if store.similarity(anchor, other) >= threshold:
                 group.append(other)
