@@ -128,3 +128,80 @@ def test_indexed_consolidation_equals_pairwise(
     got = _groups_indexed(store, store.retriever, threshold, exclude, policy)  # type: ignore[arg-type]
     want = _groups_pairwise(store, threshold, exclude, policy)
     assert [[e.id for e in g] for g in got] == [[e.id for e in g] for g in want]
+
+
+def _weighted_pairwise(store: MemoryStore, threshold: float) -> list[list[str]]:
+    """The greedy clustering with rarity-weighted Jaccard, compared pair by pair."""
+    import math
+
+    from darwin_memo.consolidate import _candidates
+
+    cands = _candidates(store, ())
+    toks = [store.retriever.tokens(e) for e in cands]  # type: ignore[attr-defined]
+    df: dict[str, int] = {}
+    for ts in toks:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    w = {t: math.log(1 + len(cands) / (1 + c)) for t, c in df.items()}
+    consumed: set[int] = set()
+    groups = []
+    for i in range(len(cands)):
+        if i in consumed or not toks[i]:
+            continue
+        group = [i]
+        for j in range(len(cands)):
+            if j == i or j in consumed or not toks[j]:
+                continue
+            inter = math.fsum(w[t] for t in toks[i] & toks[j])
+            union = math.fsum(w[t] for t in toks[i]) + math.fsum(w[t] for t in toks[j]) - inter
+            if inter / union >= threshold:
+                group.append(j)
+                consumed.add(j)
+        if len(group) >= 2:
+            consumed.add(i)
+            groups.append([cands[g].id for g in group])
+    return groups
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 40), st.floats(0.05, 0.95))
+def test_weighted_consolidation_equals_its_pairwise_definition(
+    seed: int, size: int, threshold: float
+) -> None:
+    from darwin_memo.consolidate import _groups_indexed
+
+    rnd = random.Random(seed)
+    store = MemoryStore()
+    for _ in range(size):
+        words = rnd.choices(VOCAB[:10], k=rnd.randint(1, 5))
+        store.add(MemoryEntry(" ".join(words), "", energy=rnd.choice([0.5, 1.0, 2.0])))
+    got = _groups_indexed(store, store.retriever, threshold, (), "off", weighted=True)  # type: ignore[arg-type]
+    assert [[e.id for e in g] for g in got] == _weighted_pairwise(store, threshold)
+
+
+def test_weighted_rule_keeps_templated_lessons_apart() -> None:
+    from darwin_memo.consolidate import merge_groups
+
+    def templated() -> MemoryStore:
+        store = MemoryStore()
+        for i in range(200):
+            store.add(
+                MemoryEntry(
+                    f"Is it safe to restart the worker of svc{i}?",
+                    f"Restart the worker of svc{i} only after draining it.",
+                )
+            )
+        store.add(
+            MemoryEntry(
+                "Is it safe to restart the worker of svc7?",
+                "Restart the worker of svc7 only after draining it!",
+            )
+        )
+        return store
+
+    published = templated()
+    merge_groups(published, 1)
+    assert len(published) < 20  # the published rule merges unrelated lessons by template
+    weighted = templated()
+    merges = merge_groups(weighted, 1, similarity="weighted")
+    assert len(merges) == 1 and len(weighted) == 200  # only the true duplicate merges

@@ -23,10 +23,21 @@ if TYPE_CHECKING:
     from .retrieval import LexicalRetriever
     from .store import MemoryStore
 
-__all__ = ["DEFAULT_MERGE_THRESHOLD", "SOURCE_POLICIES", "Merge", "consolidate", "merge_groups"]
+__all__ = [
+    "DEFAULT_MERGE_THRESHOLD",
+    "MERGE_SIMILARITIES",
+    "SOURCE_POLICIES",
+    "Merge",
+    "consolidate",
+    "merge_groups",
+]
 
 DEFAULT_MERGE_THRESHOLD = 0.55
 SOURCE_POLICIES = ("off", "shared", "identical")
+#: "jaccard": the published token-set overlap (the default). "weighted": the same
+#: overlap with every token weighted by its rarity (IDF over the candidates), so
+#: lessons written from one template do not count as duplicates because of it.
+MERGE_SIMILARITIES = ("jaccard", "weighted")
 
 
 @dataclass(frozen=True)
@@ -57,13 +68,26 @@ def _joins(anchor: MemoryEntry, other: MemoryEntry, source_policy: str, shared: 
 
 
 def _groups(
-    store: MemoryStore, threshold: float, exclude: Collection[str], source_policy: str
+    store: MemoryStore,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+    similarity: str = "jaccard",
 ) -> list[list[MemoryEntry]]:
     """The published greedy clustering; lexical stores find partners through an index."""
     from .retrieval import LexicalRetriever
 
     if isinstance(store.retriever, LexicalRetriever) and threshold > 0:
-        return _groups_indexed(store, store.retriever, threshold, exclude, source_policy)
+        return _groups_indexed(
+            store,
+            store.retriever,
+            threshold,
+            exclude,
+            source_policy,
+            weighted=similarity == "weighted",
+        )
+    if similarity == "weighted":
+        raise ValueError("merge similarity 'weighted' needs the lexical retriever")
     return _groups_pairwise(store, threshold, exclude, source_policy)
 
 
@@ -73,6 +97,8 @@ def _groups_indexed(
     threshold: float,
     exclude: Collection[str],
     source_policy: str,
+    *,
+    weighted: bool = False,
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair.
 
@@ -90,6 +116,9 @@ def _groups_indexed(
     for i, ts in enumerate(tokens):
         for t in ts:
             postings.setdefault(t, []).append(i)
+    n = len(candidates)
+    weight = {t: (math.log(1.0 + n / (1.0 + c)) if weighted else 1.0) for t, c in df.items()}
+    mass = [math.fsum(weight[t] for t in ts) for ts in tokens]
     consumed = [False] * len(candidates)
     groups: list[list[MemoryEntry]] = []
     for i, anchor in enumerate(candidates):
@@ -100,9 +129,16 @@ def _groups_indexed(
         ta = tokens[i]
         if not ta:
             continue  # an empty token set is similar to nothing
-        size = len(ta)
-        prefix_len = size - math.ceil(threshold * size - 1e-12) + 1
-        prefix = sorted(ta, key=lambda t: (df[t], t))[: max(1, prefix_len)]
+        size = mass[i]
+        # Rarest first; stop once the tokens left out weigh less than t * size: a partner
+        # missing every token of the prefix could not reach the threshold.
+        prefix: list[str] = []
+        left = size
+        for t in sorted(ta, key=lambda t: (df[t], t)):
+            if left < threshold * size - 1e-9 * size:
+                break
+            prefix.append(t)
+            left -= weight[t]
         partners: set[int] = set()
         for t in prefix:
             partners.update(postings[t])
@@ -112,12 +148,18 @@ def _groups_indexed(
             if j == i or consumed[j]:
                 continue
             tb = tokens[j]
-            if not threshold * size <= len(tb) + 1e-12 or not len(tb) <= size / threshold + 1e-12:
+            slack = 1e-9 * (size + mass[j])
+            if threshold * size > mass[j] + slack or mass[j] > size / threshold + slack:
                 continue
             other = candidates[j]
             if not _joins(anchor, other, source_policy, shared):
                 continue
-            if len(ta & tb) / len(ta | tb) >= threshold:
+            if weighted:
+                inter = math.fsum(weight[t] for t in ta & tb)
+                sim = inter / (size + mass[j] - inter)
+            else:
+                sim = len(ta & tb) / len(ta | tb)
+            if sim >= threshold:
                 group.append(other)
                 consumed[j] = True
                 if source_policy == "shared":
@@ -163,14 +205,19 @@ def merge_groups(
     threshold: float = DEFAULT_MERGE_THRESHOLD,
     exclude: Collection[str] = frozenset(),
     source_policy: str = "off",
+    similarity: str = "jaccard",
 ) -> list[Merge]:
     """Find and perform every merge; returns what happened."""
     if source_policy not in SOURCE_POLICIES:
         raise ValueError(
             f"unknown source_policy {source_policy!r} (choose from {', '.join(SOURCE_POLICIES)})"
         )
+    if similarity not in MERGE_SIMILARITIES:
+        raise ValueError(
+            f"unknown merge similarity {similarity!r} (choose from {', '.join(MERGE_SIMILARITIES)})"
+        )
     merges: list[Merge] = []
-    for group in _groups(store, threshold, exclude, source_policy):
+    for group in _groups(store, threshold, exclude, source_policy, similarity):
         answers: list[str] = []
         for m in group:
             if m.answer not in answers:
@@ -199,6 +246,7 @@ def consolidate(
     threshold: float = DEFAULT_MERGE_THRESHOLD,
     exclude: Collection[str] = frozenset(),
     source_policy: str = "off",
+    similarity: str = "jaccard",
 ) -> int:
     """Merge near-duplicates; returns the number of merges performed."""
-    return len(merge_groups(store, cycle, threshold, exclude, source_policy))
+    return len(merge_groups(store, cycle, threshold, exclude, source_policy, similarity))

@@ -767,6 +767,7 @@ class Ledger:
                     self.config.merge_threshold,
                     exclude=self.escrowed(),
                     source_policy=self.config.merge_source_policy,
+                    similarity=self.config.merge_similarity,
                 )
             stats: dict[str, Any] = {
                 "tick": self.tick_count,

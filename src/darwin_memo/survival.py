@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import economy
-from .consolidate import DEFAULT_MERGE_THRESHOLD, SOURCE_POLICIES, merge_groups
+from .consolidate import (
+    DEFAULT_MERGE_THRESHOLD,
+    MERGE_SIMILARITIES,
+    SOURCE_POLICIES,
+    merge_groups,
+)
 from .diagnose import selection_findings
 from .protocol import QueryProtocol
 from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
@@ -57,6 +62,8 @@ class SurvivalConfig:
     admission_window: int = 0
     upkeep_requires_settlement: bool = False
     merge_source_policy: str = "off"
+    #: "jaccard" (published) or "weighted" (tokens weighted by rarity; see consolidate).
+    merge_similarity: str = "jaccard"
 
     def __post_init__(self) -> None:
         if self.cycles < 0:
@@ -73,6 +80,12 @@ class SurvivalConfig:
             raise ValueError(
                 f"unknown merge_source_policy {self.merge_source_policy!r} "
                 f"(choose from {', '.join(SOURCE_POLICIES)})"
+            )
+
+        if self.merge_similarity not in MERGE_SIMILARITIES:
+            raise ValueError(
+                f"unknown merge_similarity {self.merge_similarity!r} "
+                f"(choose from {', '.join(MERGE_SIMILARITIES)})"
             )
 
     @property
@@ -276,7 +289,11 @@ class SurvivalLoop:
         merges = 0
         if config.consolidate_every and (cycle + 1) % config.consolidate_every == 0:
             done = merge_groups(
-                store, cycle, config.merge_threshold, source_policy=config.merge_source_policy
+                store,
+                cycle,
+                config.merge_threshold,
+                source_policy=config.merge_source_policy,
+                similarity=config.merge_similarity,
             )
             for merge in done:
                 self.merged_away.update(merge.members)
