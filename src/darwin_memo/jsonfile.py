@@ -155,6 +155,13 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
     _fsync_dir(p.parent)
 
 
+def save_payload(path: str | Path, payload: Any) -> None:
+    """Write a whole store file under its lock (stale temporary files cleared first)."""
+    with store_lock(path):
+        remove_stale_temps(path)
+        write_json_atomic(path, payload)
+
+
 def _fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         dfd = os.open(directory, os.O_RDONLY)

@@ -940,11 +940,9 @@ class Ledger:
 
     def save(self, path: str | Path) -> None:
         """Write the store and the ledger block to one JSON file (atomic, locked)."""
-        from .jsonfile import store_lock, write_json_atomic
+        from .jsonfile import save_payload
 
-        payload = self.to_payload()
-        with store_lock(path):
-            write_json_atomic(path, payload)
+        save_payload(path, self.to_payload())
 
     @classmethod
     def load(

@@ -437,9 +437,7 @@ class MemoryStore:
 
     def save(self, path: str | Path) -> None:
         """Write the store atomically (temp file, fsync, rename) under its lock."""
-        payload = self.to_payload()
-        with store_lock(path):
-            write_json_atomic(path, payload)
+        jsonfile.save_payload(path, self.to_payload())
 
     @classmethod
     def load(

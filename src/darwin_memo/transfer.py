@@ -113,21 +113,12 @@ def _write_sqlite(
         conn = backend.conn
         store = source.store
         with backend._immediate():
-            for entry in store.alive():
+            rows = [(e, True) for e in store.alive()] + [(e, False) for e in store.graveyard()]
+            for entry, alive in rows:
                 write_entry(
                     conn,
                     entry,
-                    alive=True,
-                    damaged=entry.id in source.damaged,
-                    tick=source.tick_count,
-                    upkeep=store.upkeep,
-                    version=1,
-                )
-            for entry in store.graveyard():
-                write_entry(
-                    conn,
-                    entry,
-                    alive=False,
+                    alive=alive,
                     damaged=entry.id in source.damaged,
                     tick=source.tick_count,
                     upkeep=store.upkeep,
