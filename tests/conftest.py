@@ -16,3 +16,33 @@ def _isolated_home(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("DARWIN_MEMO_HOME", str(home / ".darwin-memo"))
+
+
+STORE_KINDS = ["memory", "sqlite"]
+
+
+def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
+    """A fresh empty store: in memory, or SQLite-backed (entries live in the database)."""
+    from darwin_memo import MemoryStore
+
+    if kind == "memory":
+        return MemoryStore(**kwargs)  # type: ignore[arg-type]
+    import tempfile
+
+    from darwin_memo.backends.sqlite import SqliteBackend
+    from darwin_memo.backends.sqlstore import SqlStore
+
+    directory = tempfile.mkdtemp(prefix="darwin-memo-test-")
+    backend = SqliteBackend(Path(directory) / "store.db")
+    return SqlStore(
+        backend,
+        max_energy=float(kwargs.get("max_energy", 5.0)),  # type: ignore[arg-type]
+        upkeep=float(kwargs.get("upkeep", 0.05)),  # type: ignore[arg-type]
+        retriever=kwargs.get("retriever"),  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Parametrizes a test over the in-memory and the SQLite-backed population."""
+    return str(request.param)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import new_store
 from darwin_memo import MemoryEntry, MemoryStore, SurvivalConfig, assign_credit
 from darwin_memo.consolidate import merge_groups
 from darwin_memo.survival import advance_lifecycle
@@ -64,9 +65,9 @@ def apply(store: MemoryStore, ops: list[tuple]) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(op, max_size=40))
-def test_books_balance_after_any_sequence(ops: list[tuple]) -> None:
-    store = MemoryStore()
+@given(st.lists(op, max_size=40), st.sampled_from(["memory", "sqlite"]))
+def test_books_balance_after_any_sequence(ops: list[tuple], kind: str) -> None:
+    store = new_store(kind)
     apply(store, ops)
     assert math.isclose(store.total_energy(), store.books.balance(), abs_tol=1e-9)
     books = store.books
@@ -80,9 +81,13 @@ def test_books_balance_after_any_sequence(ops: list[tuple]) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(text, energy), min_size=2, max_size=12), st.floats(0.1, 1.0))
-def test_merges_pool_exactly(rows: list[tuple[str, float]], threshold: float) -> None:
-    store = MemoryStore()
+@given(
+    st.lists(st.tuples(text, energy), min_size=2, max_size=12),
+    st.floats(0.1, 1.0),
+    st.sampled_from(["memory", "sqlite"]),
+)
+def test_merges_pool_exactly(rows: list[tuple[str, float]], threshold: float, kind: str) -> None:
+    store = new_store(kind)
     for t, e in rows:
         store.add(MemoryEntry(t, t, energy=e))
     before = store.total_energy()
@@ -98,9 +103,14 @@ def test_merges_pool_exactly(rows: list[tuple[str, float]], threshold: float) ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(text, text, energy), min_size=1, max_size=10), text, st.randoms())
-def test_retrieval_scores_ignore_energy(rows, query, rnd) -> None:
-    store = MemoryStore()
+@given(
+    st.lists(st.tuples(text, text, energy), min_size=1, max_size=10),
+    text,
+    st.randoms(),
+    st.sampled_from(["memory", "sqlite"]),
+)
+def test_retrieval_scores_ignore_energy(rows, query, rnd, kind) -> None:
+    store = new_store(kind)
     entries = [store.add(MemoryEntry(q, a, energy=e)) for q, a, e in rows]
     before = {e.id: s for e, s in store.retrieve(query, k=100)}
     for e in entries:
@@ -109,8 +119,8 @@ def test_retrieval_scores_ignore_energy(rows, query, rnd) -> None:
     assert before == after
 
 
-def test_credit_formula_worked_numbers() -> None:
-    store = MemoryStore()
+def test_credit_formula_worked_numbers(store_kind: str) -> None:
+    store = new_store(store_kind)
     e = store.add(MemoryEntry("q", "a"))
     s = store.add(MemoryEntry("q2", "a2"))
     applied = assign_credit(store, e.id, [s.id], 3.0, 2.0, SurvivalConfig(), 0)
@@ -123,16 +133,16 @@ def test_credit_formula_worked_numbers() -> None:
     assert e.uses == 1
 
 
-def test_cap_clipping_on_credit_is_posted() -> None:
-    store = MemoryStore()
+def test_cap_clipping_on_credit_is_posted(store_kind: str) -> None:
+    store = new_store(store_kind)
     e = store.add(MemoryEntry("q", "a", energy=4.9))
     store.credit(e.id, 0.5, 0)
     assert e.energy == 5.0
     assert store.books.totals["cap"] == pytest.approx(-0.4)
 
 
-def test_upkeep_pinned_floor_and_escrow() -> None:
-    store = MemoryStore()
+def test_upkeep_pinned_floor_and_escrow(store_kind: str) -> None:
+    store = new_store(store_kind)
     pinned = store.add(MemoryEntry("p", "p", energy=0.02, pinned=True))
     escrowed = store.add(MemoryEntry("e", "e", energy=0.02))
     doomed = store.add(MemoryEntry("d", "d", energy=0.02))
@@ -144,8 +154,8 @@ def test_upkeep_pinned_floor_and_escrow() -> None:
     assert store.ticks_to_starvation(pinned) is None
 
 
-def test_juvenile_decider_is_denied_admission() -> None:
-    store = MemoryStore()
+def test_juvenile_decider_is_denied_admission(store_kind: str) -> None:
+    store = new_store(store_kind)
     j = store.add(MemoryEntry("q", "a", juvenile=3))
     applied = assign_credit(store, j.id, [], -1.0, 1.0, SurvivalConfig(), 0)
     assert applied[0][1] == pytest.approx(0.25 * 0.6 * math.tanh(-1.0))
@@ -154,8 +164,8 @@ def test_juvenile_decider_is_denied_admission() -> None:
     assert j.energy == 0.0 and not j.alive
 
 
-def test_probation_graduates_after_positive_credits() -> None:
-    store = MemoryStore()
+def test_probation_graduates_after_positive_credits(store_kind: str) -> None:
+    store = new_store(store_kind)
     p = store.add(MemoryEntry("q", "a", probation=2))
     for cycle in range(2):
         applied = assign_credit(store, None, [p.id], 1.0, 1.0, SurvivalConfig(), cycle)

@@ -30,8 +30,10 @@ MISC_ROWS = [
 ]
 
 
-def misc_store() -> MemoryStore:
-    store = MemoryStore()
+def misc_store(kind: str = "memory") -> MemoryStore:
+    from conftest import new_store
+
+    store = new_store(kind)
     for q, a, energy in MISC_ROWS:
         store.add(MemoryEntry(question=q, answer=a, energy=energy, recorded_ts=TS))
     return store
@@ -50,8 +52,8 @@ def test_tokenize_matches_published_on_ascii(case: dict) -> None:
     [c for c in OBS["retrieve"] if c["corpus"] == "misc" and c["query"].isascii()],
     ids=lambda c: c["query"],
 )
-def test_ranking_matches_published(case: dict) -> None:
-    hits = misc_store().retrieve(case["query"], k=case["k"])
+def test_ranking_matches_published(case: dict, store_kind: str) -> None:
+    hits = misc_store(store_kind).retrieve(case["query"], k=case["k"])
     got = [[e.question, e.kind.value, round(s, 9), e.energy] for e, s in hits]
     assert got == case["hits"]
 

@@ -379,7 +379,10 @@ class SqlStore(MemoryStore):
             min(self.upkeep, max(0.0, e)) for e in pinned_before
         )
         self.tick += 1
-        self.forget_cached()
+        # Entries already in hand pay in place, as in memory (rows pay lazily).
+        for cached in self._population.values():
+            after = cached.energy - self.upkeep
+            cached.energy = max(after, 0.0) if cached.pinned else after
         self.books.post("upkeep", -charged)
         self.last_upkeep_charged = round(charged, 6)
         buried: list[MemoryEntry] = []
@@ -388,7 +391,7 @@ class SqlStore(MemoryStore):
         ):
             if row[1] in protected:
                 continue
-            entry = self._materialize(row)
+            entry = self._population.get(row[1]) or self._materialize(row)
             if entry.alive:
                 continue
             self._population[entry.id] = entry
