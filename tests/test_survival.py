@@ -203,3 +203,27 @@ def test_sqlite_population_runs_the_same_selection(seed: int) -> None:
     sql = new_store("sqlite")
     assert run(sql) == run(MemoryStore())
     assert sql.total_energy() == pytest.approx(sql.books.balance(), abs=1e-9)
+
+
+class PaysOnceEnv:
+    """Pays for the very first decision only, then every answer is kept at delta 0."""
+
+    resource_scale = 1.0
+
+    def tasks(self, cycle: int) -> list[Task]:
+        return [Task("Is it safe to delete old app log files under logs/?")]
+
+    def verify(self, task: Task, answer_text: str) -> Outcome:
+        self.paid = getattr(self, "paid", 0) + 1
+        return Outcome(1.0 if self.paid == 1 else 0.0, "paid once")
+
+
+def test_extinction_is_named_as_the_starvation_cliff() -> None:
+    store = MemoryStore()
+    store.add(MemoryEntry("Are old app log files under logs/ safe?", "They may be deleted."))
+    store.add(MemoryEntry("What is the cafeteria menu?", "It rotates every two weeks."))
+    report = SurvivalLoop(
+        store, PaysOnceEnv(), config=SurvivalConfig(cycles=40, write_experience=False)
+    ).run()
+    assert len(store) == 0
+    assert "WARNING: the whole population starved (extinct at cycle" in report.summary()

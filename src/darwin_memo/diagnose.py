@@ -46,9 +46,17 @@ class Finding:
 
 
 def selection_findings(
-    *, decides: int, silent: int, nonzero_outcomes: int, settles: int
+    *,
+    decides: int,
+    silent: int,
+    nonzero_outcomes: int,
+    settles: int,
+    extinct_at: int | None = None,
 ) -> list[Finding]:
-    """Degenerate-run findings from totals; at most one, the first rule that fires."""
+    """Degenerate-run findings from totals; at most one, the first rule that fires.
+
+    ``extinct_at`` is the cycle at which a run's population died out, if it did.
+    """
     if decides >= MIN_DECIDES and silent / decides > SILENCE_LIMIT:
         return [
             Finding(
@@ -79,6 +87,25 @@ def selection_findings(
                 fix=(
                     "check that verify() reads your answers (decision_polarity's vocabulary: "
                     "pass extra_positive/extra_negative markers for your verbs)"
+                ),
+            )
+        ]
+    if extinct_at is not None:
+        return [
+            Finding(
+                code="starvation_cliff",
+                severity="error",
+                summary=(
+                    f"the whole population starved (extinct at cycle {extinct_at}): entries "
+                    "spawn at 1.0 and pay 0.05 a cycle, so anything that goes 20 cycles "
+                    "without earning dies"
+                ),
+                evidence=f"population 0 after cycle {extinct_at}; "
+                f"{nonzero_outcomes} of {settles} outcomes were non-zero",
+                fix=(
+                    "make sure the entries that decide are the ones that get paid: check the "
+                    "action vocabulary (decision_polarity markers) and the relevance floor "
+                    "(task phrasing vs corpus), or lower upkeep for a slower environment"
                 ),
             )
         ]

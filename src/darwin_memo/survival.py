@@ -195,11 +195,15 @@ class SurvivalReport:
     def health_warning(self) -> str:
         """A plain-language warning when the run degenerated, else ``""``."""
         tasks = sum(s.tasks for s in self.stats)
+        extinct_at = next(
+            (s.cycle for s in self.stats if s.population == 0 and s.deaths + s.merges > 0), None
+        )
         findings = selection_findings(
             decides=tasks,
             silent=sum(s.silent for s in self.stats),
             nonzero_outcomes=sum(s.nonzero_outcomes for s in self.stats),
             settles=tasks,
+            extinct_at=extinct_at,
         )
         return "".join(f"\n\nWARNING: {f.summary}: {f.fix}" for f in findings)
 
