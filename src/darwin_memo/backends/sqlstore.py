@@ -522,8 +522,24 @@ class SqlStore(MemoryStore):
         if not found:
             return []
         scores = dict(found)
-        rows: list[tuple[Any, ...]] = []
         keys = sorted(scores)
+        if k is not None and len(keys) > k:
+            # Many entries tie at the k-th score: rank them by energy from four columns,
+            # and read whole rows for the k that win only.
+            light: list[tuple[float, float, int]] = []
+            for part in _chunks(keys):
+                marks = ",".join("?" * len(part))
+                for rowid, energy, anchor, pinned in self.conn.execute(
+                    f"SELECT rowid, energy, anchor, pinned FROM entries "
+                    f"WHERE rowid IN ({marks}) AND alive = 1",
+                    part,
+                ):
+                    now = self._energy_now(float(energy), int(anchor), bool(pinned))
+                    light.append((scores[int(rowid)], now, int(rowid)))
+            light.sort(key=lambda t: t[2])
+            light.sort(key=lambda t: (t[0], t[1]), reverse=True)
+            keys = sorted(rowid for _, _, rowid in light[:k])
+        rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))
             rows += self._fetch(f"rowid IN ({marks}) AND alive = 1", tuple(part))
