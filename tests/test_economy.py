@@ -172,3 +172,14 @@ def test_probation_graduates_after_positive_credits(store_kind: str) -> None:
         assert applied[0][1] == pytest.approx(0.25 * 0.6 * math.tanh(1.0))
         events = advance_lifecycle(store, applied, 1.0, None)
     assert events == [(p.id, "graduated")] and p.may_decide
+
+
+def test_pinned_entry_driven_below_zero_is_counted_until_the_next_tick(store_kind: str) -> None:
+    """Found by hypothesis: the SQLite total floored a pinned balance before any tick."""
+    store = new_store(store_kind)
+    pinned = store.add(MemoryEntry("cache", "cache", energy=0.5, pinned=True))
+    store.add(MemoryEntry("cache", "cache", energy=1.0))
+    store.credit(pinned.id, -0.5000095995745837, 0)
+    assert math.isclose(store.total_energy(), store.books.balance(), abs_tol=1e-9)
+    store.charge_upkeep()
+    assert math.isclose(store.total_energy(), store.books.balance(), abs_tol=1e-9)

@@ -375,8 +375,9 @@ class SqlStore(MemoryStore):
                 "SELECT energy, anchor FROM entries WHERE alive = 1 AND pinned = 1"
             )
         ]
+        # A pinned balance floors at zero: it pays what it has (and a negative one is lifted).
         charged = self.upkeep * int(unpinned) + math.fsum(
-            min(self.upkeep, max(0.0, e)) for e in pinned_before
+            e - max(e - self.upkeep, 0.0) for e in pinned_before
         )
         self.tick += 1
         # Entries already in hand pay in place, as in memory (rows pay lazily).
@@ -401,17 +402,19 @@ class SqlStore(MemoryStore):
 
     def total_energy(self) -> float:
         row = self.conn.execute(
-            "SELECT SUM(CASE WHEN pinned = 1 THEN MAX(0.0, energy - ? * MAX(0, ? - anchor)) "
+            "SELECT SUM(CASE WHEN pinned = 1 AND ? > anchor "
+            "THEN MAX(0.0, energy - ? * (? - anchor)) "
             "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1",
-            (self.upkeep, self.tick, self.upkeep, self.tick),
+            (self.tick, self.upkeep, self.tick, self.upkeep, self.tick),
         ).fetchone()
         return float(row[0] or 0.0)
 
     def energy_share_by_kind(self) -> dict[str, float]:
         rows = self.conn.execute(
-            "SELECT kind, SUM(CASE WHEN pinned = 1 THEN MAX(0.0, energy - ? * MAX(0, ? - anchor)) "
+            "SELECT kind, SUM(CASE WHEN pinned = 1 AND ? > anchor "
+            "THEN MAX(0.0, energy - ? * (? - anchor)) "
             "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1 GROUP BY kind",
-            (self.upkeep, self.tick, self.upkeep, self.tick),
+            (self.tick, self.upkeep, self.tick, self.upkeep, self.tick),
         ).fetchall()
         total = math.fsum(float(v or 0.0) for _, v in rows)
         if total <= 0:
