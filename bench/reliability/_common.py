@@ -43,9 +43,10 @@ KNOWN_BUGS = {
     "KB1-non-utf8-args": (
         "Arguments that are not valid UTF-8 (Python hands them over surrogate-escaped) "
         "are not refused up front. As a ticket id (settle/abandon) or --source they "
-        "fail with code internal (UnicodeEncodeError writing the journal); echoed back (obituary text, usage messages) they make stdout "
-        "invalid UTF-8, and with a strict stdout encoding (PYTHONIOENCODING=utf-8) "
-        "obituary prints a Traceback (ledger_cmd._emit runs outside the try)."
+        "fail with code internal (UnicodeEncodeError writing the journal); echoed back "
+        "(obituary text, usage messages) they make stdout invalid UTF-8, and with a "
+        "strict stdout encoding (PYTHONIOENCODING=utf-8) obituary prints a Traceback "
+        "(ledger_cmd._emit runs outside the try)."
     ),
     "KB2-nul-store-path": (
         "A store path containing NUL fails with code internal (ValueError: embedded "
@@ -72,6 +73,13 @@ KNOWN_BUGS = {
         "until then verify() reports problems (and `ledger verify` exits 1), events() "
         "lacks the transaction, and `darwin-memo migrate` copies the short journal: the "
         "destination never verifies."
+    ),
+    "KB7-json-lock-timeouts": (
+        "JSON stores under many concurrent CLI writers (16 processes on 2 cores): about "
+        "1 % of commands (6 % with a long-lived process writing too) give up after the "
+        "10 s lock timeout with store_locked. Nothing is lost or half-written, but the "
+        "caller must retry. The sidecar lock is polled (sleeps up to 50 ms, no queue), "
+        "and every write re-reads and rewrites the whole file."
     ),
 }
 

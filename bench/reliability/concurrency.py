@@ -92,7 +92,14 @@ def worker_main(ns: argparse.Namespace) -> int:
         obj, why = c.one_json_object(res.stdout)
         if res.rc != 0 or obj is None or "error" in obj:
             rec["failures"].append(
-                {"op": "decide", "step": step, "rc": res.rc, "why": why, "out": c.short(res.text)}
+                {
+                    "op": "decide",
+                    "step": step,
+                    "rc": res.rc,
+                    "why": why,
+                    "code": (obj or {}).get("code"),
+                    "out": c.short(res.text),
+                }
             )
             continue
         ticket = obj.get("ticket_id")
@@ -108,7 +115,14 @@ def worker_main(ns: argparse.Namespace) -> int:
         obj, why = c.one_json_object(res.stdout)
         if res.rc != 0 or obj is None or "error" in obj:
             rec["failures"].append(
-                {"op": "settle", "step": step, "rc": res.rc, "why": why, "out": c.short(res.text)}
+                {
+                    "op": "settle",
+                    "step": step,
+                    "rc": res.rc,
+                    "why": why,
+                    "code": (obj or {}).get("code"),
+                    "out": c.short(res.text),
+                }
             )
             continue
         if obj.get("settled") is True:
@@ -165,7 +179,9 @@ def holder_main(ns: argparse.Namespace) -> int:
                 rec["commands"] += 1
                 rec["ticks"] += 1
         except Exception as exc:  # a failed library call is a failed command
-            rec["failures"].append({"op": "holder", "step": step, "why": repr(exc)})
+            rec["failures"].append(
+                {"op": "holder", "step": step, "code": type(exc).__name__, "why": repr(exc)}
+            )
         time.sleep(ns.holder_interval)
     rec["t1"] = time.time()
     try:
@@ -343,16 +359,21 @@ def run_one(
         )
     summary["targets"] = checks
     summary["ok"] = all(checks.values())
+    # KB7: on a JSON store, commands that gave up waiting for the lock (and changed
+    # nothing: no phantom settlement) are the only failures.
+    locked = all(f.get("code") in ("store_locked", "StoreLockedError") for f in failures)
+    only_kb7 = (
+        backend == "json" and bool(failures) and locked and not errors
+        and all(v for k, v in checks.items() if k != "zero_failed_commands")
+    )  # fmt: skip
+    summary["known_bug"] = "KB7-json-lock-timeouts" if only_kb7 else None
     return summary
 
 
 def _codes(failures: list[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for f in failures:
-        key = f.get("why") or "?"
-        out = f.get("out", "")
-        if '"code": "' in out:
-            key = out.split('"code": "', 1)[1].split('"', 1)[0]
+        key = f"{f.get('op')}: {f.get('code') or f.get('why') or '?'}"
         counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -384,7 +405,11 @@ def run(
         "machine": c.machine(),
         "total_wall_s": round(time.time() - t0, 1),
         "runs": results,
+        "known_bugs": {
+            r["known_bug"]: c.KNOWN_BUGS[r["known_bug"]] for r in results if r.get("known_bug")
+        },
         "ok": all(r["ok"] for r in results),
+        "ok_except_known_bugs": all(r["ok"] or r.get("known_bug") for r in results),
     }
 
 
@@ -407,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holder-tick-every", type=int, default=20, help="holder ticks every N (20)")
     p.add_argument("--workdir", type=Path, help="keep stores here (default: a temp dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir")
+    p.add_argument("--allow-known", action="store_true", help="exit 0 when only known bugs fail")
     # internal: the child processes
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--holder", action="store_true", help=argparse.SUPPRESS)
@@ -436,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         holder_tick_every=ns.holder_tick_every,
     )
     print(json.dumps(summary, indent=2))
-    return 0 if summary["ok"] else 1
+    if summary["ok"] or (ns.allow_known and summary["ok_except_known_bugs"]):
+        return 0
+    return 1
 
 
 if __name__ == "__main__":

@@ -340,7 +340,8 @@ def check_run(run_dir: Path, store: Path, log: dict[str, Any], backend: str) -> 
             if got != want:
                 fails.append(("migrate_dest", f"destination {dest.name}: {got} != printed {want}"))
     info["migrate"] = mig
-    info["tmp_leftovers"] = sum(1 for p in run_dir.iterdir() if p.name.endswith(".tmp"))
+    # temporary files: NAME.<hex>.tmp, and SQLite's NAME.<hex>.tmp.<pid>.<id>.new(-wal, -shm)
+    info["tmp_leftovers"] = sum(1 for p in run_dir.iterdir() if ".tmp" in p.name)
     return {"fails": fails, "info": info}
 
 

@@ -38,8 +38,9 @@ __all__ = [
     "write_json_atomic",
 ]
 
-#: Seconds a writer waits for another process to release the store.
-DEFAULT_LOCK_TIMEOUT = 10.0
+#: Seconds a writer waits for another process to release the store. A JSON store is
+#: rewritten whole on every write, so with many writers the queue can be long.
+DEFAULT_LOCK_TIMEOUT = 60.0
 
 
 def lock_path(path: str | Path) -> Path:

@@ -269,6 +269,9 @@ def _check_text_args(args: argparse.Namespace) -> None:
 
 
 def main_ledger(argv: Sequence[str]) -> int:
+    from . import common
+
+    common._stdin_used = False  # one stdin per command, also for in-process callers
     parser = build_ledger_parser()
     try:
         args = parser.parse_args(list(argv))
