@@ -655,36 +655,23 @@ class Ledger:
         return entry if entry is not None and entry.alive else None
 
     def pin(self, entry_id: str) -> bool:
-        """Exempt a living entry from starvation, merges and forgetting."""
-        with self._op() as changes:
-            entry = self._living(entry_id)
-            if entry is None:
-                return False
-            if not entry.pinned:
-                entry.pinned = True
-                self._note(
-                    changes,
-                    entry_id,
-                    f"pinned at tick {self.tick_count}: culling and merges disabled",
-                    "pinned",
-                )
-                self._emit(changes, "pin", entry=entry_id)
-            return True
+        """Exempt a living entry from starvation, merges and forgetting (idempotent)."""
+        return self._set_pinned(entry_id, True, "culling and merges disabled")
 
     def unpin(self, entry_id: str) -> bool:
+        """Return a living entry to survival pressure (idempotent)."""
+        return self._set_pinned(entry_id, False, "survival pressure resumes")
+
+    def _set_pinned(self, entry_id: str, pinned: bool, why: str) -> bool:
+        word = "pinned" if pinned else "unpinned"
         with self._op() as changes:
             entry = self._living(entry_id)
             if entry is None:
                 return False
-            if entry.pinned:
-                entry.pinned = False
-                self._note(
-                    changes,
-                    entry_id,
-                    f"unpinned at tick {self.tick_count}: survival pressure resumes",
-                    "unpinned",
-                )
-                self._emit(changes, "unpin", entry=entry_id)
+            if entry.pinned != pinned:
+                entry.pinned = pinned
+                self._note(changes, entry_id, f"{word} at tick {self.tick_count}: {why}", word)
+                self._emit(changes, "pin" if pinned else "unpin", entry=entry_id)
             return True
 
     def forget(self, entry_id: str) -> str:
