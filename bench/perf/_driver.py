@@ -52,7 +52,7 @@ def _version() -> str:
 
 
 def _read_lessons(path: str, limit: int) -> list[list[Any]]:
-    out = []
+    out: list[list[Any]] = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if len(out) >= limit:
@@ -223,7 +223,7 @@ def cmd_inproc(args: argparse.Namespace) -> None:
     out["deciders"] = [tk.deciding_entry for tk in tickets]
     # Retrieval alone (no ticket, no transaction): what ranking costs, apart from the
     # durable write a decide makes.
-    r_times = []
+    r_times: list[float] = []
     start = time.perf_counter()
     for q in realistic[1 : len(times) + 1]:
         if len(r_times) >= 5 and time.perf_counter() - start > args.budget_s / 2:
@@ -310,7 +310,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
     first = ledger.decide(realistic[0])
     warm_s = time.perf_counter() - t
     times, tickets = _decides(ledger, realistic[1:], args.budget_s)
-    out = {
+    out: dict[str, Any] = {
         "build_s": round(build_s, 3),
         "warmup_first_decide_s": round(warm_s, 3),
         "decide": {**_summary(times), **_cpu_since(0)},

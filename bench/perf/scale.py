@@ -1,7 +1,8 @@
 """Scale curve: decide, settle, tick, open, memory and cold CLI, ours against darwin-memo 0.7.1.
 
-    python bench/perf/scale.py --sizes 1000,10000,100000 [--include-1m] \
+    python bench/perf/scale.py --sizes 1000,10000,100000 [--include-1m]
         [--reference-venv /tmp/refvenv] [--out results.json]
+    python bench/perf/scale.py --report results.json      # reprint a saved table
 
 Run it with the interpreter of the environment where our ``darwin_memo`` is
 installed (``.venv/bin/python``). The published package is installed from PyPI
@@ -16,23 +17,32 @@ ours is then copied to SQLite with ``darwin_memo.transfer.copy_store`` (what
 
 * open: ``Ledger.open(db)`` (ours) / ``Ledger.load(json)`` (published) plus the
   first ``decide``, and the peak RSS of that process (median of 3; 1 at 1M);
-* in-process: decide over the realistic queries (p50/p95; the first decide of
-  the process is reported separately), each adversarial query (max), settle of
-  the tickets, and ticks 1..4 (no consolidation), in one process;
+* in-process: decide over the realistic queries (p50/p95, wall and CPU time;
+  the first decide of the process is reported separately), ``store.retrieve``
+  alone over the same queries (ranking without the ticket's transaction), each
+  adversarial query (max), settle of the tickets, and ticks 1..4 (no
+  consolidation), in one process;
 * the consolidating tick (tick 5) on the store left at tick 4, in its own
   process, killed after ``--consolidation-cap`` seconds (reported as ``> cap``;
   a package that timed out at a smaller size is not run again at larger ones);
 * cold CLI ``ledger FILE decide`` / ``settle`` / ``tick``: one untimed warm-up
-  run, then the median of ``--cli-runs`` fresh processes, with each process's
-  own peak RSS (``os.wait4``); every ``tick`` run gets a fresh copy of the store
-  at tick 0, so none of them consolidates;
+  run, then the median of ``--cli-runs`` fresh processes (wall and CPU time),
+  with each process's own peak RSS; every ``tick`` run gets a fresh copy of the
+  store at tick 0, so none of them consolidates;
 * in-process decide with ``EmbeddingRetriever(HashingEmbedder())`` on an
   in-memory store: the first decide embeds every entry (reported as warm-up),
   then p50 over the following queries (sizes up to ``--embed-max-size``).
 
+Fairness: both packages run from bytecode compiled before anything is timed
+(``PYTHONPYCACHEPREFIX``, see ``clean_env``); peak RSS is read through GNU
+``time`` when it is installed (see ``run_proc``); store copies are fsynced
+before a measured process opens them.
+
 Work on the published package is bounded at large sizes: in-process decides stop
-after ``--decide-budget`` seconds (at least 5 queries), and at 1M the CLI runs
-once with no warm-up and embedding is skipped.
+after ``--decide-budget`` seconds (at least 5 queries), and from ``--big-from``
+(1M) on there is one open run, one CLI run of each kind with no warm-up, only
+``--ref-adversarial-1m`` adversarial queries for the published package, and no
+embedding run (``--embed-max-size``).
 """
 
 from __future__ import annotations
@@ -256,6 +266,13 @@ def copy_store_file(src: Path, dest: Path) -> None:
             d.unlink()
         if s.exists():
             shutil.copyfile(s, d)
+            # Write the copy back now: otherwise the first fsync of the measured process
+            # (SQLite checkpoints on close) pays for flushing the whole copied file.
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def remove_store_file(path: Path) -> None:
@@ -424,7 +441,7 @@ class Bench:
         self, pkg: str, n: int, lessons: Path, queries: Path, qs: dict[str, Any]
     ) -> dict[str, Any]:
         a = self.args
-        big = n >= 1_000_000
+        big = n >= a.big_from
         d = self.work / f"n{n}" / pkg
         d.mkdir(parents=True, exist_ok=True)
         res: dict[str, Any] = {}
@@ -771,20 +788,32 @@ def ratio(ours: Any, ref: Any) -> str:
 
 
 def table(results: dict[str, Any]) -> str:
-    rows = [
-        "| metric | n | ours | published 0.7.1 | published/ours |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    """One row per metric; for each size: ours, published, and published/ours."""
+    sizes = results["sizes"]
+    head = "| metric |" + "".join(
+        f" {_short(s['n'])} ours | {_short(s['n'])} published | ratio |" for s in sizes
+    )
+    rows = [head, "|---|" + "---:|---:|---:|" * len(sizes)]
     for label, unit, getter in METRICS:
-        for size in results["sizes"]:
+        cells = []
+        for size in sizes:
             o = figure(size.get(OURS), getter)
             p = figure(size.get(REF), getter)
-            if o is None and p is None:
-                continue
-            rows.append(
-                f"| {label} ({unit}) | {size['n']:,} | {fmt(o)} | {fmt(p)} | {ratio(o, p)} |"
-            )
+            cells.append(f" {fmt(o)} | {fmt(p)} | {ratio(o, p)} |")
+        if all(c.startswith(" - | - |") for c in cells):
+            continue
+        name = label.strip()
+        name = f"&nbsp;&nbsp;{name}" if label.startswith("  ") else name
+        rows.append(f"| {name} ({unit}) |" + "".join(cells))
     return "\n".join(rows)
+
+
+def _short(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return f"{n:,}"
 
 
 # -- the issue's targets ---------------------------------------------------------------
@@ -934,6 +963,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--step-timeout", type=float, default=900.0)
     p.add_argument("--embed-max-size", type=int, default=100_000)
     p.add_argument("--keep", action="store_true", help="keep the built stores")
+    p.add_argument(
+        "--big-from",
+        type=int,
+        default=1_000_000,
+        help="sizes from which work is sampled: 1 open run, 1 CLI run, no warm-up (1M)",
+    )
     p.add_argument(
         "--report",
         nargs="+",
