@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,9 +50,64 @@ def lock_path(path: str | Path) -> Path:
     return p.with_name(p.name + ".lock")
 
 
+class _LockTimeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _LockTimeout
+
+
+def _can_use_alarm() -> bool:
+    """True when this thread may use SIGALRM to bound a blocking ``flock``."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL:
+        return False  # the application uses SIGALRM itself
+    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def _acquire_blocking(fd: int, timeout: float) -> bool:
+    """Wait in the kernel's queue for the lock; False if ``timeout`` passed."""
+    signal.signal(signal.SIGALRM, _alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return True
+        except _LockTimeout:
+            return False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def _acquire_polling(fd: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
+
+
 @contextlib.contextmanager
 def store_lock(path: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold the store's sidecar lock, waiting up to ``timeout`` seconds for it."""
+    """Hold the store's sidecar lock, waiting up to ``timeout`` seconds for it.
+
+    From the main thread the wait is a blocking ``flock`` bounded by a one-shot
+    ``SIGALRM`` timer: the waiter sleeps in the kernel and is woken the moment the
+    holder releases, so it competes on equal terms with every other waiter (a
+    sleeping poller, by contrast, almost never wins a lock that is released and
+    re-taken many times a second). Other threads, and programs that use SIGALRM
+    themselves, poll at least every 10 ms.
+    """
     if fcntl is None:  # pragma: no cover
         yield
         return
@@ -59,20 +116,19 @@ def store_lock(path: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Itera
         raise StoreNotFound(f"{Path(path)}: the directory {lp.parent} does not exist")
     fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + timeout
-        delay = 0.002
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"{path} is still locked by another darwin-memo process after "
-                        f"{timeout:g} s ({lp}); retry when it has finished"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = True
+        except BlockingIOError:
+            if _can_use_alarm():
+                got = _acquire_blocking(fd, timeout)
+            else:
+                got = _acquire_polling(fd, timeout)
+        if not got:
+            raise StoreLockedError(
+                f"{path} is still locked by another darwin-memo process after "
+                f"{timeout:g} s ({lp}); retry when it has finished"
+            )
         try:
             yield
         finally:
