@@ -19,6 +19,17 @@ def _isolated_home(
 
 
 STORE_KINDS = ["memory", "sqlite"]
+_TEMP_DIRS: list[str] = []
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _remove_store_dirs():  # type: ignore[no-untyped-def]
+    """Remove the folders ``new_store`` made once the session is over."""
+    yield
+    import shutil
+
+    for directory in _TEMP_DIRS:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
@@ -33,6 +44,7 @@ def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
     from darwin_memo.backends.sqlstore import SqlStore
 
     directory = tempfile.mkdtemp(prefix="darwin-memo-test-")
+    _TEMP_DIRS.append(directory)
     backend = SqliteBackend(Path(directory) / "store.db")
     return SqlStore(
         backend,
