@@ -108,6 +108,13 @@ def test_stdin_carries_text_over_the_argv_limit(tmp_path: Path) -> None:
     assert "entry_id" in out
     bad = ledger("s.db", "decide", "-", cwd=tmp_path, stdin=b"\xff\xfe not utf-8")
     assert bad["code"] == "bad_input" and "UTF-8" in bad["error"]
+    # one trailing line break (what `echo` adds) is not part of the text
+    ticket = ledger("s.db", "decide", "-", cwd=tmp_path, stdin=CACHE_Q.encode() + b"\n")
+    assert ticket["ticket_id"]
+    from darwin_memo.ledger import Ledger
+
+    with Ledger.open(tmp_path / "s.db", create=False) as opened:
+        assert [t.query for t in opened.pending()] == [CACHE_Q]
 
 
 def test_missing_store_is_not_created_except_by_add(tmp_path: Path) -> None:

@@ -130,6 +130,36 @@ def test_indexed_consolidation_equals_pairwise(
     assert [[e.id for e in g] for g in got] == [[e.id for e in g] for g in want]
 
 
+SLOTS = [f"svc{i}" for i in range(30)] + [f"INC-{i}" for i in range(30)]
+TEMPLATES = [
+    "is it safe to {a} the {b} of {c} during business hours",
+    "why does {c} {a} when the {b} hangs",
+    "{a} {b} {c}",
+    "how do I fix {c} failing in {b} on {a} after the deploy of the api worker",
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 120), st.floats(0.2, 1.0))
+def test_indexed_consolidation_equals_pairwise_on_templated_lessons(
+    seed: int, size: int, threshold: float
+) -> None:
+    """Long token sets sharing a sentence template: the positional filter's ground."""
+    from darwin_memo.consolidate import _groups_indexed, _groups_pairwise
+
+    rnd = random.Random(seed)
+    store = MemoryStore()
+    for _ in range(size):
+        text = rnd.choice(TEMPLATES).format(
+            a=rnd.choice(SLOTS[:6]), b=rnd.choice(SLOTS), c=rnd.choice(SLOTS[25:])
+        )
+        extra = " ".join(rnd.choices(VOCAB, k=rnd.randint(0, 6)))
+        store.add(MemoryEntry(text, extra, energy=rnd.choice([0.5, 1.0, 2.0])))
+    got = _groups_indexed(store, store.retriever, threshold, (), "off")  # type: ignore[arg-type]
+    want = _groups_pairwise(store, threshold, (), "off")
+    assert [[e.id for e in g] for g in got] == [[e.id for e in g] for g in want]
+
+
 def _weighted_pairwise(store: MemoryStore, threshold: float) -> list[list[str]]:
     """The greedy clustering with rarity-weighted Jaccard, compared pair by pair."""
     import math

@@ -240,6 +240,24 @@ def test_verify_catches_energy_without_an_event(tmp_path: Path) -> None:
     assert problems and e.id in problems[0] and "4.000000000" in problems[0]
 
 
+def test_only_energy_moving_commits_wait_for_the_disk(tmp_path: Path) -> None:
+    """A decide commits with synchronous=NORMAL (WAL), everything else with FULL."""
+    ledger = Ledger.open(tmp_path / "s.db")
+    conn = ledger.backend.conn  # type: ignore[union-attr]
+
+    def level() -> int:
+        return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    ledger.add(CACHE_Q, CACHE_A)
+    assert level() == 2  # FULL
+    ticket = ledger.decide(CACHE_Q)
+    assert ticket.provenance and level() == 1  # NORMAL
+    assert ledger.settle(ticket.id, 1.0)
+    assert level() == 2
+    ledger.close()
+    assert Ledger.open(tmp_path / "s.db").verify() == []
+
+
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     Ledger.open(tmp_path / "s.db").add(CACHE_Q, CACHE_A)
     conn = sqlite3.connect(tmp_path / "s.db")

@@ -12,8 +12,9 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,14 +101,128 @@ def _groups_indexed(
     *,
     weighted: bool = False,
 ) -> list[list[MemoryEntry]]:
-    """Same groups as the pairwise scan, without comparing every pair.
-
-    Jaccard(a, b) >= t needs |a & b| >= t * max(|a|, |b|), so b must share one of
-    a's ``|a| - ceil(t |a|) + 1`` rarest tokens (the prefix filter) and have a size
-    between ``t |a|`` and ``|a| / t``. Only such partners are compared, exactly.
-    """
+    """Same groups as the pairwise scan, without comparing every pair."""
     candidates = _candidates(store, exclude)
     tokens = [retriever.tokens(e) for e in candidates]
+    if weighted:
+        partners = _weighted_partners(tokens, threshold)
+    else:
+        partners = _jaccard_partners(tokens, threshold)
+    consumed: set[int] = set()
+    groups: list[list[MemoryEntry]] = []
+    for i, anchor in enumerate(candidates):
+        if i in consumed:
+            continue
+        if source_policy != "off" and not anchor.sources:
+            continue
+        if not tokens[i]:
+            continue  # an empty token set is similar to nothing
+        group = [anchor]
+        shared = set(anchor.sources)
+        for j in partners(i, consumed):
+            if j == i:
+                continue
+            other = candidates[j]
+            if not _joins(anchor, other, source_policy, shared):
+                continue
+            group.append(other)
+            consumed.add(j)
+            if source_policy == "shared":
+                shared &= set(other.sources)
+        if len(group) >= 2:
+            consumed.add(i)
+            groups.append(group)
+    return groups
+
+
+def _jaccard_partners(
+    tokens: list[frozenset[str]], threshold: float
+) -> Callable[[int, set[int]], list[int]]:
+    """``partners(i, skip)``: each j not in ``skip`` (ascending) with Jaccard >= threshold.
+
+    A set-similarity join (prefix, size and positional filters, as in AllPairs and
+    PPJoin). Tokens are put in one global order, rarest first. If two sets reach
+    the threshold, their overlap is at least ``need(|x|) = ceil(t |x|)`` of either,
+    so the first token they share lies among the first ``|x| - need(|x|) + 1``
+    tokens (the prefix) of both: only prefixes are indexed. Where that first shared
+    token sits at position ``i`` of ``a`` and ``j`` of ``b``, the overlap is at most
+    ``1 + min(|a| - i - 1, |b| - j - 1)``, which must reach ``t (|a| + |b|) / (1 + t)``:
+    lessons written from one template share their common words late in the order
+    and are pruned here by the block, without being compared. Survivors are
+    compared exactly. Every bound is rounded towards keeping a pair.
+    """
+    df: dict[str, int] = {}
+    for ts in tokens:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    rank = {t: r for r, t in enumerate(sorted(df, key=lambda t: (df[t], t)))}
+    ordered = [sorted(ts, key=rank.__getitem__) for ts in tokens]
+
+    def prefix_len(size: int) -> int:
+        need = math.ceil(threshold * size - 1e-9 * size)
+        return max(0, min(size, size - need + 1))
+
+    # token -> (set sizes ascending, [(positions ascending, member ids aligned)])
+    staged: dict[str, dict[int, list[tuple[int, int]]]] = {}
+    for j, seq in enumerate(ordered):
+        size = len(seq)
+        for pos in range(prefix_len(size)):
+            staged.setdefault(seq[pos], {}).setdefault(size, []).append((pos, j))
+    index: dict[str, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
+    for t, by_size in staged.items():
+        sizes = sorted(by_size)
+        blocks = []
+        for size in sizes:
+            pairs = sorted(by_size[size])
+            blocks.append(([p for p, _ in pairs], [j for _, j in pairs]))
+        index[t] = (sizes, blocks)
+    del staged
+    ratio = threshold / (1.0 + threshold)
+    shrink, grow = 1 - 1e-9, 1 + 1e-9
+
+    def partners(i: int, skip: set[int]) -> list[int]:
+        seq = ordered[i]
+        sa = len(seq)
+        lo, hi = threshold * sa * shrink, sa / threshold * grow
+        found: set[int] = set()
+        for pos_a in range(prefix_len(sa)):
+            room_a = sa - pos_a  # this token and every token of a after it
+            # alpha = ratio (sa + sb) must not exceed room_a: a bound on sb too
+            top = min(hi, room_a / ratio * grow - sa)
+            if top < lo:
+                continue
+            sizes, blocks = index[seq[pos_a]]
+            for b in range(bisect.bisect_left(sizes, lo), bisect.bisect_right(sizes, top)):
+                sb = sizes[b]
+                alpha = ratio * (sa + sb) * shrink
+                if room_a < alpha:
+                    continue
+                positions, members = blocks[b]
+                # b's own room, sb - pos_b, must reach alpha too: pos_b <= sb - alpha
+                cut = bisect.bisect_right(positions, sb - alpha)
+                if cut:
+                    found.update(members[:cut])
+        found -= skip
+        ta = tokens[i]
+        out = []
+        for j in sorted(found):
+            tb = tokens[j]
+            inter = len(ta & tb)
+            if inter / (len(ta) + len(tb) - inter) >= threshold:
+                out.append(j)
+        return out
+
+    return partners
+
+
+def _weighted_partners(
+    tokens: list[frozenset[str]], threshold: float
+) -> Callable[[int, set[int]], list[int]]:
+    """``partners(i, skip)`` under rarity-weighted Jaccard (prefix and size filters on mass).
+
+    A partner missing every token of ``i``'s rarest-first prefix (the tokens whose
+    weight is needed to reach ``t`` of its mass) could not reach the threshold.
+    """
     df: dict[str, int] = {}
     for ts in tokens:
         for t in ts:
@@ -116,22 +231,13 @@ def _groups_indexed(
     for i, ts in enumerate(tokens):
         for t in ts:
             postings.setdefault(t, []).append(i)
-    n = len(candidates)
-    weight = {t: (math.log(1.0 + n / (1.0 + c)) if weighted else 1.0) for t, c in df.items()}
+    n = len(tokens)
+    weight = {t: math.log(1.0 + n / (1.0 + c)) for t, c in df.items()}
     mass = [math.fsum(weight[t] for t in ts) for ts in tokens]
-    consumed = [False] * len(candidates)
-    groups: list[list[MemoryEntry]] = []
-    for i, anchor in enumerate(candidates):
-        if consumed[i]:
-            continue
-        if source_policy != "off" and not anchor.sources:
-            continue
+
+    def partners(i: int, skip: set[int]) -> list[int]:
         ta = tokens[i]
-        if not ta:
-            continue  # an empty token set is similar to nothing
         size = mass[i]
-        # Rarest first; stop once the tokens left out weigh less than t * size: a partner
-        # missing every token of the prefix could not reach the threshold.
         prefix: list[str] = []
         left = size
         for t in sorted(ta, key=lambda t: (df[t], t)):
@@ -139,35 +245,21 @@ def _groups_indexed(
                 break
             prefix.append(t)
             left -= weight[t]
-        partners: set[int] = set()
+        found: set[int] = set()
         for t in prefix:
-            partners.update(postings[t])
-        group = [anchor]
-        shared = set(anchor.sources)
-        for j in sorted(partners):
-            if j == i or consumed[j]:
-                continue
-            tb = tokens[j]
+            found.update(postings[t])
+        found -= skip
+        out = []
+        for j in sorted(found):
             slack = 1e-9 * (size + mass[j])
             if threshold * size > mass[j] + slack or mass[j] > size / threshold + slack:
                 continue
-            other = candidates[j]
-            if not _joins(anchor, other, source_policy, shared):
-                continue
-            if weighted:
-                inter = math.fsum(weight[t] for t in ta & tb)
-                sim = inter / (size + mass[j] - inter)
-            else:
-                sim = len(ta & tb) / len(ta | tb)
-            if sim >= threshold:
-                group.append(other)
-                consumed[j] = True
-                if source_policy == "shared":
-                    shared &= set(other.sources)
-        if len(group) >= 2:
-            consumed[i] = True
-            groups.append(group)
-    return groups
+            inter = math.fsum(weight[t] for t in ta & tokens[j])
+            if inter / (size + mass[j] - inter) >= threshold:
+                out.append(j)
+        return out
+
+    return partners
 
 
 def _groups_pairwise(

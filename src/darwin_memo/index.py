@@ -12,7 +12,12 @@ energy tie-break sees every contender), reading only postings lists:
    remaining (common, long) postings lists are only probed for entries already
    in hand. The bar starts at the relevance floor and rises to the k-th best
    score known so far (partial scores are lower bounds of final ones).
-2. Survivors are scored exactly as the published scan does (same token order,
+2. Before reading a postings list much longer than the set of candidates in
+   hand, those candidates are scored in full (``has_token``): the k-th best exact
+   score is a lower bound of the final k-th score, and for a typical question
+   (one or two rare terms among common words) it closes every common list at
+   once, so a decide reads a few short lists and a few hundred rows.
+3. Survivors are scored exactly as the published scan does (same token order,
    same float sums), so scores are bit-identical to a brute-force ``rank``.
 
 This is the "MaxScore" idea from search engines. Queries made only of common
@@ -21,6 +26,7 @@ words still finish: the bar rises as soon as k entries hold most of the mass.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import TypeVar
@@ -35,17 +41,17 @@ def top_candidates(
     n: int,
     df: Callable[[str], int],
     postings: Callable[[str], Collection[K]],
-    has_token: Callable[[K, str], bool],
+    contains: Callable[[str, Collection[K]], Collection[K]],
     min_coverage: float,
     k: int | None,
-    prefetch: Callable[[Collection[K]], None] | None = None,
 ) -> list[tuple[K, float]]:
     """Keys whose exact score qualifies and ties or beats the k-th best (``k=None``: all).
 
     ``qtokens`` are the query's distinct tokens in query order; ``n`` the number
     of indexed entries; ``df(t)`` how many contain ``t``; ``postings(t)`` their
-    keys; ``has_token(key, t)`` a membership test. Returns ``(key, score)`` best
-    first (ties in no particular order).
+    keys; ``contains(t, keys)`` those of ``keys`` that contain ``t`` (a batched
+    membership test, so a database can answer it with one indexed probe per key).
+    Returns ``(key, score)`` best first (ties in no particular order).
     """
     if not qtokens or n <= 0:
         return []
@@ -60,47 +66,59 @@ def top_candidates(
         remaining[i] = remaining[i + 1] + idf[order[i]]
     # Pad bounds by a relative epsilon: pruning must never drop an exact tie.
     eps = 1e-9 * mass
+    loaded: dict[str, Collection[K]] = {}  # postings read in full, for membership tests
 
-    partial: dict[K, float] = {}
+    def members(token: str, keys: Collection[K]) -> Collection[K]:
+        plist = loaded.get(token)
+        if plist is not None:
+            if not isinstance(plist, (set, frozenset, dict)):
+                plist = loaded[token] = set(plist)
+            return [key for key in keys if key in plist]
+        return contains(token, keys) if keys else ()
+
+    def exact_scores(keys: Collection[K]) -> dict[K, float]:
+        # Summed in query order, as the published scan sums them: bit-identical.
+        having = {t: set(members(t, keys)) if df(t) > 0 else set() for t in qtokens}
+        return {key: sum(w for t, w in idf.items() if key in having[t]) for key in keys}
+
+    exact: dict[K, float] = {}  # keys scored in full
+    partial: dict[K, float] = {}  # keys with a lower bound from the lists read so far
     bar = floor
     for i, token in enumerate(order):
         open_to_new = remaining[i] + eps >= bar and remaining[i] > 0
+        if open_to_new and partial and k is not None and 4 * len(partial) < df(token):
+            # Before reading a list much longer than the candidates in hand, score
+            # those in full: the k-th best exact score is a far higher bar than the
+            # partial one, and usually closes every remaining (common) list.
+            exact.update(exact_scores(list(partial)))
+            partial = {}
+            bar = max(bar, _kth_bound(exact.values(), k))
+            exact = {key: s for key, s in exact.items() if s + eps >= bar}
+            open_to_new = remaining[i] + eps >= bar
         weight = idf[token]
         if open_to_new:
-            for key in postings(token):
-                partial[key] = partial.get(key, 0.0) + weight
+            plist = loaded[token] = postings(token)
+            for key in plist:
+                if key not in exact:
+                    partial[key] = partial.get(key, 0.0) + weight
         else:
             if not partial:
                 break
-            if df(token) < 4 * len(partial):  # cheaper to walk the (short) postings list
-                plist = postings(token)
-                members = plist if isinstance(plist, (set, frozenset, dict)) else set(plist)
-                for key in partial:
-                    if key in members:
-                        partial[key] += weight
-            else:
-                if prefetch is not None:
-                    prefetch(partial.keys())
-                for key in partial:
-                    if has_token(key, token):
-                        partial[key] += weight
-        # Raise the bar to the k-th best partial score (a lower bound of final scores),
-        # then drop whoever cannot reach it even with every unvisited token.
-        if k is not None and len(partial) >= k:
-            kth = _kth_largest(partial.values(), k)
-            bar = max(bar, kth)
+            for key in members(token, list(partial)):
+                partial[key] += weight
+        # Raise the bar to the k-th best lower bound (partial scores are lower bounds
+        # of final ones), then drop whoever cannot reach it even with every unvisited
+        # token.
+        if k is not None and len(partial) + len(exact) >= k:
+            bar = max(bar, _kth_bound([*partial.values(), *exact.values()], k))
         ceiling = remaining[i + 1] + eps
         if bar > 0:
             partial = {key: s for key, s in partial.items() if s + ceiling >= bar}
+            exact = {key: s for key, s in exact.items() if s + eps >= bar}
 
-    # Exact scores, summed in query order as the published scan sums them.
-    if prefetch is not None:
-        prefetch(partial.keys())
-    out: list[tuple[K, float]] = []
-    for key in partial:
-        score = sum(w for t, w in idf.items() if has_token(key, t))
-        if score > 0 and score / mass >= min_coverage:
-            out.append((key, score))
+    if partial:
+        exact.update(exact_scores(list(partial)))
+    out = [(key, s) for key, s in exact.items() if s > 0 and s / mass >= min_coverage]
     out.sort(key=lambda pair: pair[1], reverse=True)
     if k is not None and len(out) > k:
         kth_score = out[k - 1][1]
@@ -108,7 +126,8 @@ def top_candidates(
     return out
 
 
-def _kth_largest(values: Collection[float], k: int) -> float:
-    import heapq
-
+def _kth_bound(values: Collection[float], k: int) -> float:
+    """The k-th largest value, or 0 when there are fewer than k."""
+    if len(values) < k:
+        return 0.0
     return heapq.nlargest(k, values)[-1]

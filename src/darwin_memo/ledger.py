@@ -154,6 +154,10 @@ class Changes:
     opened: list[Ticket] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
+    #: True for an operation that moves no energy (a decide): a durable backend may
+    #: commit it without waiting for the disk (it survives a crash of the process,
+    #: and a power cut can only lose the ticket, which then settles as unknown).
+    relaxed: bool = False
 
 
 class Ledger:
@@ -266,13 +270,13 @@ class Ledger:
         return set(self._escrow)
 
     @contextlib.contextmanager
-    def _op(self) -> Iterator[Changes]:
+    def _op(self, *, relaxed: bool = False) -> Iterator[Changes]:
         """One operation = one transaction (durable) or one journal append (in memory)."""
         if self._changes is not None:  # nested: part of the enclosing operation
             yield self._changes
             return
         with self._lock:
-            changes = Changes()
+            changes = Changes(relaxed=relaxed)
             self._changes = changes
             with self._run(changes):
                 yield changes
@@ -378,7 +382,7 @@ class Ledger:
             except ValueError:
                 known = ", ".join(x.value for x in EntryKind)
                 raise LedgerInputError(f"unknown kind {kind!r} (known kinds: {known})") from None
-        with self._op() as changes:
+        with self._op(relaxed=True) as changes:
             answer = self.protocol.answer(
                 query, k, half_life=half_life, now_cycle=self.tick_count, kind=kind, source=source
             )

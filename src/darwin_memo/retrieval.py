@@ -241,16 +241,20 @@ class LexicalRetriever:
                 return plist
             return [o for o in plist if ids[o] is not None]
 
-        def has_token(o: int, t: str) -> bool:
-            entry_id = ids[o]
-            return entry_id is not None and t in tokens[entry_id][1]
+        def contains(t: str, keys: Collection[int]) -> list[int]:
+            out = []
+            for o in keys:
+                entry_id = ids[o]
+                if entry_id is not None and t in tokens[entry_id][1]:
+                    out.append(o)
+            return out
 
         found = top_candidates(
             qtokens,
             len(self._ordinal),
             lambda t: self._df.get(t, 0),
             postings,
-            has_token,
+            contains,
             self.min_coverage,
             k,
         )

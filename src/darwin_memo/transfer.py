@@ -105,7 +105,7 @@ def _write_sqlite(
     source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
 ) -> None:
     from .backends.sqlite import SqliteBackend, _dumps
-    from .backends.sqlstore import write_entry
+    from .backends.sqlstore import write_entries_bulk
 
     tmp = dest.with_name(dest.name + f".{secrets.token_hex(4)}.tmp")
     backend = SqliteBackend(tmp, create=True)
@@ -114,16 +114,14 @@ def _write_sqlite(
         store = source.store
         with backend._immediate():
             rows = [(e, True) for e in store.alive()] + [(e, False) for e in store.graveyard()]
-            for entry, alive in rows:
-                write_entry(
-                    conn,
-                    entry,
-                    alive=alive,
-                    damaged=entry.id in source.damaged,
-                    tick=source.tick_count,
-                    upkeep=store.upkeep,
-                    version=1,
-                )
+            write_entries_bulk(
+                conn,
+                rows,
+                damaged=source.damaged,
+                tick=source.tick_count,
+                upkeep=store.upkeep,
+                version=1,
+            )
             conn.executemany(
                 "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
                 [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],

@@ -66,6 +66,7 @@ class SqliteBackend:
             )
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
+            self._synchronous = "FULL"
             apply_migrations(self.conn, str(self.path))
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
@@ -243,6 +244,11 @@ class SqliteBackend:
 
     @contextlib.contextmanager
     def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+        sync = "NORMAL" if changes.relaxed else "FULL"
+        if sync != self._synchronous:
+            # WAL + NORMAL: the commit is not fsynced; the next FULL commit syncs it too.
+            self.conn.execute(f"PRAGMA synchronous={sync}")
+            self._synchronous = sync
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

@@ -64,7 +64,11 @@ _stdin_used = False
 
 
 def read_text_arg(value: str, what: str) -> str:
-    """An argument, or the whole of stdin when it is ``-`` (for text over 128 KiB)."""
+    """An argument, or the whole of stdin when it is ``-`` (for text over 128 KiB).
+
+    One trailing line break is dropped (``echo text |`` adds it), as a shell drops
+    it from ``$(...)``; anything else is kept as sent.
+    """
     global _stdin_used
     if value != "-":
         return value
@@ -73,6 +77,9 @@ def read_text_arg(value: str, what: str) -> str:
     _stdin_used = True
     raw = sys.stdin.buffer.read()
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CliError(f"{what} read from stdin is not valid UTF-8 (byte {exc.start})") from None
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
