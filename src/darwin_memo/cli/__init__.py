@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import DarwinMemoError
-from . import core, ledger_cmd, views
+from . import core, ledger_cmd, mcp_cmd, views
 from .common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     core.register(sub)
     ledger_cmd.register(sub)
     views.register(sub)
+    mcp_cmd.register(sub)
     return parser
 
 
