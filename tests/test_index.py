@@ -235,3 +235,31 @@ def test_weighted_rule_keeps_templated_lessons_apart() -> None:
     weighted = templated()
     merges = merge_groups(weighted, 1, similarity="weighted")
     assert len(merges) == 1 and len(weighted) == 200  # only the true duplicate merges
+
+
+def test_consolidation_on_the_sqlite_store_matches_memory() -> None:
+    """The SQLite store hands consolidation its stored token sets: same groups."""
+    from conftest import new_store
+    from darwin_memo.consolidate import merge_groups
+
+    rnd = random.Random(5)
+    texts = []
+    for _ in range(150):
+        texts.append(
+            (
+                rnd.choice(TEMPLATES).format(
+                    a=rnd.choice(SLOTS[:4]), b=rnd.choice(SLOTS[:10]), c=rnd.choice(SLOTS[25:35])
+                ),
+                " ".join(rnd.choices(VOCAB[:12], k=rnd.randint(0, 4))),
+                rnd.choice([0.5, 1.0, 2.0]),
+            )
+        )
+    results = []
+    for kind in ("memory", "sqlite"):
+        store = new_store(kind)
+        for i, (q, a, energy) in enumerate(texts):
+            store.add(MemoryEntry(q, a, energy=energy, id=f"e{i:03d}"))
+        merges = merge_groups(store, cycle=1, threshold=0.55)
+        results.append([m.members for m in merges])
+    assert results[0] == results[1]
+    assert results[0], "the templated store should have near-duplicates to merge"

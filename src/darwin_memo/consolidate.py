@@ -103,7 +103,8 @@ def _groups_indexed(
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair."""
     candidates = _candidates(store, exclude)
-    tokens = [retriever.tokens(e) for e in candidates]
+    stored = getattr(store, "token_sets", None)  # a database store keeps them per row
+    tokens = stored(candidates) if stored else [retriever.tokens(e) for e in candidates]
     if weighted:
         partners = _weighted_partners(tokens, threshold)
     else:

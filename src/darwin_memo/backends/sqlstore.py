@@ -391,6 +391,19 @@ class SqlStore(MemoryStore):
     def alive(self) -> list[MemoryEntry]:
         return self._load_all(True)
 
+    def token_sets(self, entries: Iterable[MemoryEntry]) -> list[frozenset[str]]:
+        """The lexical token set of each entry, as indexed (no re-tokenizing)."""
+        wanted = {e.id: e for e in entries}
+        found: dict[str, frozenset[str]] = {}
+        for entry_id, text in self.conn.execute("SELECT id, toks FROM entries WHERE alive = 1"):
+            if entry_id in wanted:
+                found[entry_id] = frozenset(str(text).split())
+        out = []
+        for entry_id, entry in wanted.items():
+            toks = found.get(entry_id)
+            out.append(toks if toks is not None else frozenset(entry_tokens(entry)))
+        return out
+
     def graveyard(self) -> list[MemoryEntry]:
         return self._load_all(False)
 
