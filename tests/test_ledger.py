@@ -240,6 +240,33 @@ def test_verify_catches_energy_without_an_event(tmp_path: Path) -> None:
     assert problems and e.id in problems[0] and "4.000000000" in problems[0]
 
 
+def test_a_second_handle_in_one_process_keeps_the_first_safe(tmp_path: Path) -> None:
+    """Closing any descriptor of a database drops the process's POSIX locks on it;
+    opening the store again must not, or another process deletes the live WAL."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.db"
+    with Ledger.open(path) as first:
+        first.add(CACHE_Q, CACHE_A)
+    a = Ledger.open(path)
+    a.stats()
+    Ledger.open(path).close()
+    for i in range(2):
+        subprocess.run(
+            [sys.executable, "-m", "darwin_memo", "ledger", str(path), "add", f"q{i}?", "a."],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    assert (tmp_path / "s.db-wal").exists()
+    assert a.stats()["alive"] == 3
+    a.add("one more question?", "and its answer.")
+    a.close()
+    with Ledger.open(path) as again:
+        assert again.stats()["alive"] == 4 and again.verify() == []
+
+
 def test_only_energy_moving_commits_wait_for_the_disk(tmp_path: Path) -> None:
     """A decide commits with synchronous=NORMAL (WAL), everything else with FULL."""
     ledger = Ledger.open(tmp_path / "s.db")

@@ -104,6 +104,8 @@ def top_candidates(
         else:
             if not partial:
                 break
+            if token not in loaded and df(token) < 2 * len(partial):
+                loaded[token] = postings(token)  # cheaper to read the list than to probe
             for key in members(token, list(partial)):
                 partial[key] += weight
         # Raise the bar to the k-th best lower bound (partial scores are lower bounds

@@ -174,3 +174,19 @@ def m002_lazy_population(conn: sqlite3.Connection) -> None:
         """,
     )
     backfill_v2(conn)
+
+
+@migration(3, "m003_balance_index")
+def m003_balance_index(conn: sqlite3.Connection) -> None:
+    """A covering index for the population's balance (a tick reports total energy).
+
+    The sum over living entries becomes a scan of this index instead of the table,
+    and the old (alive, energy) index, which no query needs any more, goes.
+    """
+    _script(
+        conn,
+        """
+        CREATE INDEX entries_balance ON entries(alive, pinned, anchor, energy, kind);
+        DROP INDEX IF EXISTS entries_alive;
+        """,
+    )

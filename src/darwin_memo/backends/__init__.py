@@ -16,6 +16,7 @@ How a path picks its backend (``open_backend``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -61,13 +62,51 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+# SQLite's locks are POSIX record locks, which belong to the process: closing *any*
+# descriptor of the database file drops every lock the process holds on it, and
+# another process may then delete the WAL from under a live connection. So a file
+# that an SQLite connection of this process has open is never opened again to sniff
+# its header. Keyed by (device, inode), counted per open backend.
+_LIVE_SQLITE: dict[tuple[int, int], int] = {}
+
+
+def _file_key(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def hold_sqlite(path: str | Path) -> tuple[int, int] | None:
+    """Record that this process has an SQLite connection open on ``path``."""
+    key = _file_key(path)
+    if key is not None:
+        _LIVE_SQLITE[key] = _LIVE_SQLITE.get(key, 0) + 1
+    return key
+
+
+def release_sqlite(key: tuple[int, int] | None) -> None:
+    if key is None or key not in _LIVE_SQLITE:
+        return
+    _LIVE_SQLITE[key] -= 1
+    if _LIVE_SQLITE[key] <= 0:
+        del _LIVE_SQLITE[key]
+
+
+def is_live_sqlite(path: str | Path) -> bool:
+    """True when an SQLite connection of this process has ``path`` open."""
+    key = _file_key(path)
+    return key is not None and key in _LIVE_SQLITE
+
+
 def backend_kind(path: str | Path) -> str:
     """``"json"`` or ``"sqlite"`` for a store path (see the module docstring)."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in JSON_SUFFIXES:
         return "json"
-    if suffix in SQLITE_SUFFIXES:
+    if suffix in SQLITE_SUFFIXES or is_live_sqlite(p):
         return "sqlite"
     try:
         with p.open("rb") as fh:

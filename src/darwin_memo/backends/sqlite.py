@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..migrations import apply_migrations
 from ..types import MemoryEntry
+from . import hold_sqlite, is_live_sqlite, release_sqlite
 
 if TYPE_CHECKING:
     from ..ledger import Changes, Ledger, Ticket
@@ -55,11 +56,12 @@ class SqliteBackend:
             raise StoreFormatError(
                 f"{self.path} is empty: not a darwin-memo store (refusing to use it)"
             )
-        with self.path.open("rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                raise StoreFormatError(
-                    f"{self.path} is not an SQLite database (refusing to use or overwrite it)"
-                )
+        if not is_live_sqlite(self.path):  # see backends._LIVE_SQLITE: never reopen a live file
+            with self.path.open("rb") as fh:
+                if fh.read(16) != b"SQLite format 3\x00":
+                    raise StoreFormatError(
+                        f"{self.path} is not an SQLite database (refusing to use or overwrite it)"
+                    )
         try:
             self.conn = sqlite3.connect(
                 self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
@@ -70,6 +72,7 @@ class SqliteBackend:
             apply_migrations(self.conn, str(self.path))
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
+        self._live_key = hold_sqlite(self.path)
         self._seen = -1
         self.txn_version = 0
 
@@ -350,3 +353,5 @@ class SqliteBackend:
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()
+        release_sqlite(getattr(self, "_live_key", None))
+        self._live_key = None

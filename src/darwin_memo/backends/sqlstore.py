@@ -458,15 +458,14 @@ class SqlStore(MemoryStore):
             raise ValueError("per-entry upkeep scales are not supported on SQLite stores")
         self.flush(self.dirty & (set(self._population) | set(self._graveyard)))
         protected = set(protect)
-        unpinned = self.conn.execute(
-            "SELECT COUNT(*) FROM entries WHERE alive = 1 AND pinned = 0"
-        ).fetchone()[0]
+        # Pinned entries are few (index entries_death); the unpinned are counted, not scanned.
         pinned_before = [
             self._energy_now(float(e), int(a), True)
             for e, a in self.conn.execute(
                 "SELECT energy, anchor FROM entries WHERE alive = 1 AND pinned = 1"
             )
         ]
+        unpinned = len(self) - len(pinned_before)
         # A pinned balance floors at zero: it pays what it has (and a negative one is lifted).
         charged = self.upkeep * int(unpinned) + math.fsum(
             e - max(e - self.upkeep, 0.0) for e in pinned_before
