@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import DarwinMemoError
-from . import core, ledger_cmd, mcp_cmd, views
+from . import ci_cmd, core, ledger_cmd, mcp_cmd, render_cmd, ui_cmd, views
 from .common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_cmd.register(sub)
     views.register(sub)
     mcp_cmd.register(sub)
+    render_cmd.register(sub)
+    ci_cmd.register(sub)
+    ui_cmd.register(sub)
     return parser
 
 
