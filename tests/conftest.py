@@ -20,6 +20,53 @@ def _isolated_home(
 
 STORE_KINDS = ["memory", "sqlite"]
 _TEMP_DIRS: list[str] = []
+#: The session's PostgreSQL cluster, once a test asked for one (``pg_cluster``).
+_PG: list[object] = []
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():  # type: ignore[no-untyped-def]
+    """A throwaway PostgreSQL cluster on loopback for the session (skips without one).
+
+    Set ``DARWIN_MEMO_REQUIRE_POSTGRES=1`` to make a missing server or psycopg fail.
+    """
+    import os
+
+    from pgcluster import PgCluster, find_bindir
+
+    required = os.environ.get("DARWIN_MEMO_REQUIRE_POSTGRES") == "1"
+    bindir = find_bindir()
+    reason = ""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install -e .[dev])"
+    if bindir is None:
+        reason = "no PostgreSQL server programs (initdb, pg_ctl) on this machine"
+    if reason:
+        if required:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    cluster = PgCluster(bindir)  # type: ignore[arg-type]
+    try:
+        cluster.init()
+        cluster.start()
+    except Exception as exc:
+        cluster.destroy()
+        if required:
+            raise
+        pytest.skip(f"could not start a PostgreSQL cluster: {exc}")
+    _PG.append(cluster)
+    yield cluster
+    _PG.remove(cluster)
+    cluster.destroy()
+
+
+def pg_url(cluster: object) -> str:
+    """A URL naming a fresh, unused store in the session's cluster."""
+    import secrets
+
+    return cluster.url(f"t_{secrets.token_hex(6)}")  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -33,7 +80,10 @@ def _remove_store_dirs():  # type: ignore[no-untyped-def]
 
 
 def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
-    """A fresh empty store: in memory, or SQLite-backed (entries live in the database)."""
+    """A fresh empty store: in memory, or SQLite- or PostgreSQL-backed (entries in the DB).
+
+    ``"postgres"`` needs the ``pg_cluster`` fixture to have started the session's cluster.
+    """
     from darwin_memo import MemoryStore
 
     if kind == "memory":
@@ -43,9 +93,16 @@ def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
     from darwin_memo.backends.sqlite import SqliteBackend
     from darwin_memo.backends.sqlstore import SqlStore
 
-    directory = tempfile.mkdtemp(prefix="darwin-memo-test-")
-    _TEMP_DIRS.append(directory)
-    backend = SqliteBackend(Path(directory) / "store.db")
+    backend: SqliteBackend
+    if kind == "postgres":
+        from darwin_memo.backends.postgres import PostgresBackend
+
+        assert _PG, "new_store('postgres') needs the pg_cluster fixture"
+        backend = PostgresBackend(pg_url(_PG[0]))
+    else:
+        directory = tempfile.mkdtemp(prefix="darwin-memo-test-")
+        _TEMP_DIRS.append(directory)
+        backend = SqliteBackend(Path(directory) / "store.db")
     return SqlStore(
         backend,
         max_energy=float(kwargs.get("max_energy", 5.0)),  # type: ignore[arg-type]
@@ -57,4 +114,12 @@ def new_store(kind: str, **kwargs: object):  # type: ignore[no-untyped-def]
 @pytest.fixture(params=STORE_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     """Parametrizes a test over the in-memory and the SQLite-backed population."""
+    return str(request.param)
+
+
+@pytest.fixture(params=[*STORE_KINDS, "postgres"])
+def db_store_kind(request: pytest.FixtureRequest) -> str:
+    """``store_kind`` plus the PostgreSQL-backed population (starts the cluster)."""
+    if request.param == "postgres":
+        request.getfixturevalue("pg_cluster")
     return str(request.param)

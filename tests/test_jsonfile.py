@@ -126,3 +126,28 @@ def test_waiter_is_not_starved_by_churning_writers(tmp_path: Path) -> None:
     finally:
         for c in churners:
             c.wait()
+
+
+def test_deep_nesting_fails_cleanly_even_with_a_raised_recursion_limit(tmp_path: Path) -> None:
+    """Some libraries raise the recursion limit to 100,000 on import; a hostile, deeply
+    nested store must still be refused with one line, not crash the interpreter."""
+    store = tmp_path / "deep.json"
+    store.write_text("[" * 300_000 + "]" * 300_000)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.setrecursionlimit(100_000)
+        from darwin_memo.errors import StoreFormatError
+        from darwin_memo.jsonfile import read_json
+        try:
+            read_json({str(store)!r})
+        except StoreFormatError as exc:
+            print("refused:", exc)
+        assert sys.getrecursionlimit() == 100_000
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "refused:" in proc.stdout and "nested too deeply" in proc.stdout

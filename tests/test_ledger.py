@@ -1,4 +1,4 @@
-"""Ledger semantics, run against every backend: in memory, JSON file, SQLite."""
+"""Ledger semantics, run against every backend: in memory, JSON file, SQLite, PostgreSQL."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from darwin_memo import MemoryEntry, MemoryStore, StoreFormatError, SurvivalConf
 from darwin_memo.ledger import Ledger, LedgerInputError, Ticket
 from darwin_memo.transfer import copy_store
 
-BACKENDS = ["memory", "json", "sqlite"]
+BACKENDS = ["memory", "json", "sqlite", "postgres"]
 
 CACHE_Q = "Are cache chunk files safe to delete?"
 CACHE_A = "Cache chunk files under cache/ are disposable and safe to delete."
@@ -26,10 +26,17 @@ Factory = Callable[..., Ledger]
 @pytest.fixture(params=BACKENDS)
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
     kind = request.param
+    url = ""
+    if kind == "postgres":
+        from conftest import pg_url
+
+        url = pg_url(request.getfixturevalue("pg_cluster"))
 
     def factory(**kwargs: object) -> Ledger:
         if kind == "memory":
             return Ledger(MemoryStore(), event_log=tmp_path / "mem.events.jsonl", **kwargs)  # type: ignore[arg-type]
+        if kind == "postgres":
+            return Ledger.open(url, **kwargs)  # type: ignore[arg-type]
         suffix = ".json" if kind == "json" else ".db"
         return Ledger.open(tmp_path / f"store{suffix}", **kwargs)  # type: ignore[arg-type]
 

@@ -505,3 +505,23 @@ def test_default_store_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.delenv("DARWIN_MEMO_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert default_memory_path() == tmp_path / ".darwin-memo" / "memory.json"
+
+
+def test_a_postgres_url_serves_like_a_path(pg_cluster: Any, errlog: IO[str]) -> None:
+    """``--memory postgresql://...?store=NAME``: the same tools on a PostgreSQL store."""
+    from conftest import pg_url
+
+    url = pg_url(pg_cluster)
+
+    async def run() -> tuple[str, dict[str, Any]]:
+        async with connect(url, errlog) as client:  # type: ignore[arg-type]
+            await call(client, "memory_add", question=LESSON_Q, answer=LESSON_A)
+            ticket = data(await call(client, "memory_query", query=QUERY))["ticket_id"]
+            settled = data(await call(client, "memory_settle", ticket_id=ticket, delta=2))
+        return ticket, settled
+
+    ticket, settled = anyio.run(run)
+    assert settled["settled"] is True
+    with Ledger.open(url, create=False) as ledger:
+        assert ledger.pending() == [] and ledger.verify() == []
+        assert [e["ticket"] for e in ledger.events() if e["event"] == "settle"] == [ticket]

@@ -52,8 +52,8 @@ def test_tokenize_matches_published_on_ascii(case: dict) -> None:
     [c for c in OBS["retrieve"] if c["corpus"] == "misc" and c["query"].isascii()],
     ids=lambda c: c["query"],
 )
-def test_ranking_matches_published(case: dict, store_kind: str) -> None:
-    hits = misc_store(store_kind).retrieve(case["query"], k=case["k"])
+def test_ranking_matches_published(case: dict, db_store_kind: str) -> None:
+    hits = misc_store(db_store_kind).retrieve(case["query"], k=case["k"])
     got = [[e.question, e.kind.value, round(s, 9), e.energy] for e, s in hits]
     assert got == case["hits"]
 

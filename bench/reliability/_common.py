@@ -100,11 +100,12 @@ def store_path(directory: Path, backend: str, stem: str = "store") -> Path:
     return directory / f"{stem}{SUFFIX[backend]}"
 
 
-def seed_store(path: Path, n: int = 20) -> list[str]:
-    """Create a store holding ``n`` topic entries (through the library)."""
+def seed_store(path: Path | str, n: int = 20) -> list[str]:
+    """Create a store holding ``n`` topic entries (through the library; a URL for PG)."""
     from darwin_memo.ledger import Ledger
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     with Ledger.open(path) as ledger:
         return [ledger.add(topic_question(t), topic_answer(t)).id for t in TOPICS[:n]]
 

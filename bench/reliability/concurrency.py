@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -209,13 +210,20 @@ def run_one(
     topics: int = 20,
     holder_interval: float = 0.05,
     holder_tick_every: int = 20,
+    pg_url: str = "",
 ) -> dict[str, Any]:
     from darwin_memo.ledger import Ledger
 
     d = workdir / f"{backend}-{variant}"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    store = c.store_path(d, backend)
+    store: Path | str
+    if backend == "pg":  # a fresh named store in the database --pg-url names
+        if not pg_url:
+            raise SystemExit("--backends pg needs --pg-url postgresql://user@host:port/db")
+        store = f"{pg_url}{'&' if '?' in pg_url else '?'}store=bench_{variant}_{os.getpid()}"
+    else:
+        store = c.store_path(d, backend)
     c.seed_store(store, topics)
     me = str(Path(__file__).resolve())
     go, stop = d / "go", d / "stop"
@@ -417,7 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--procs", type=int, default=16, help="worker processes (16)")
     p.add_argument("--pairs", type=int, default=200, help="decide+settle pairs per worker (200)")
-    p.add_argument("--backends", default="db,json", help="comma list of db,json (db,json)")
+    p.add_argument("--backends", default="db,json", help="comma list of db,json,pg (db,json)")
+    p.add_argument("--pg-url", default="", help="for pg: postgresql://user@host:port/db")
     p.add_argument("--variants", default="plain,holder", help="plain and/or holder (plain,holder)")
     p.add_argument(
         "--mode",
@@ -460,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         topics=ns.topics,
         holder_interval=ns.holder_interval,
         holder_tick_every=ns.holder_tick_every,
+        pg_url=ns.pg_url,
     )
     print(json.dumps(summary, indent=2))
     if summary["ok"] or (ns.allow_known and summary["ok_except_known_bugs"]):

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import loads
+
 __all__ = [
     "EVENT_LOG_KEEP",
     "EVENT_LOG_MAX_BYTES",
@@ -108,7 +110,7 @@ class EventLog:
             with fh:
                 for raw in fh:
                     try:
-                        record = json.loads(raw)
+                        record = loads(raw)
                     except (ValueError, UnicodeDecodeError):
                         continue
                     if isinstance(record, dict):

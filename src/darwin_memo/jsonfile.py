@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -141,6 +142,36 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not valid JSON")
 
 
+#: The recursion limit in force while decoding. The C decoder guards each nesting
+#: level with the interpreter's recursion limit, so a program that raised it (some
+#: libraries set 100,000 on import) would let a hostile, deeply nested document
+#: overflow the C stack and kill the process instead of raising RecursionError.
+DECODE_RECURSION_LIMIT = 1000
+_decoding = 0
+_decoding_lock = threading.Lock()
+_saved_limit = 0
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that fails cleanly (RecursionError) on any nesting depth."""
+    global _decoding, _saved_limit
+    with _decoding_lock:
+        if _decoding == 0:
+            _saved_limit = sys.getrecursionlimit()
+            if _saved_limit > DECODE_RECURSION_LIMIT:
+                # (RecursionError: already deeper than that; keep the limit)
+                with contextlib.suppress(RecursionError):
+                    sys.setrecursionlimit(DECODE_RECURSION_LIMIT)
+        _decoding += 1
+    try:
+        return json.loads(text)
+    finally:
+        with _decoding_lock:
+            _decoding -= 1
+            if _decoding == 0 and sys.getrecursionlimit() != _saved_limit:
+                sys.setrecursionlimit(_saved_limit)
+
+
 def read_json(path: str | Path) -> Any:
     """Decode a JSON file, with one-line errors that name the file."""
     p = Path(path)
@@ -162,7 +193,7 @@ def read_json(path: str | Path) -> Any:
         ) from None
     try:
         # Infinity/NaN are accepted on read (old files may hold them) and refused per entry.
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise StoreFormatError(
             f"{p} is not a valid darwin-memo store: {exc.msg} (line {exc.lineno}, "

@@ -220,7 +220,8 @@ class Ledger:
         backend: str | None = None,
         lock_timeout: float | None = None,
     ) -> Ledger:
-        """A durable ledger on a store path (SQLite by default; ``.json`` = published format).
+        """A durable ledger on a store path (SQLite by default; ``.json`` = published format;
+        a ``postgresql://...?store=NAME`` URL = a PostgreSQL store).
 
         ``create=False`` raises ``StoreNotFound`` for a missing store instead of
         creating it. See ``backends.open_backend`` for how a path picks its format.

@@ -107,7 +107,12 @@ def serve(memory: str | Path, resource_scale: float = 1.0, *, prog: str = "darwi
 
 def main(argv: Sequence[str] | None = None, prog: str = "darwin-memo-mcp") -> int:
     args = build_parser(prog).parse_args(argv)
-    memory = Path(args.memory).expanduser() if args.memory else default_memory_path()
+    memory: str | Path = default_memory_path()
+    if args.memory:
+        from .backends import is_postgres_url
+
+        url = is_postgres_url(args.memory)  # a URL is not a path
+        memory = args.memory if url else Path(args.memory).expanduser()
     return serve(memory, args.resource_scale, prog=prog)
 
 

@@ -1,5 +1,8 @@
 """Copying a store between backends, losslessly: ``darwin-memo migrate``.
 
+JSON files, SQLite files and PostgreSQL stores (``postgresql://...?store=NAME``)
+copy to one another in any direction.
+
 Everything moves: living entries and the graveyard (unknown fields included),
 open tickets, the tick, the damage record, every note of every life story,
 the whole journal, and top-level keys from newer versions. The destination is
@@ -14,13 +17,16 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .backends import backend_kind
+from .backends import backend_kind, is_postgres_url
 from .errors import StoreError
 from .events import EventLog, event_log_path
 from .jsonfile import write_json_atomic
 from .ledger import Ledger
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["copy_store"]
 
@@ -35,14 +41,21 @@ def _notes(ledger: Ledger) -> dict[str, list[Any]]:
     return {k: list(v) for k, v in ledger._history.items()}
 
 
+def _same_store(src: str | Path, dest: str | Path) -> bool:
+    if is_postgres_url(src) or is_postgres_url(dest):
+        return str(src) == str(dest)
+    return Path(src).resolve() == Path(dest).resolve()
+
+
 def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) -> dict[str, Any]:
-    """Copy the store at ``src`` to ``dest`` (format chosen by ``dest``'s path)."""
-    src_path, dest_path = Path(src), Path(dest)
-    if src_path.resolve() == dest_path.resolve():
+    """Copy the store at ``src`` to ``dest`` (format chosen by ``dest``'s path or URL)."""
+    if _same_store(src, dest):
         raise StoreError("the source and the destination are the same store")
-    if dest_path.exists() and not overwrite:
+    to_postgres = is_postgres_url(dest)
+    dest_path = Path(dest)
+    if not to_postgres and dest_path.exists() and not overwrite:
         raise StoreError(f"{dest_path} already exists; pass --force to replace it")
-    source = Ledger.open(src_path, create=False)
+    source = Ledger.open(src if isinstance(src, str) else Path(src), create=False)
     try:
         events = list(source.events())
         if source._needs_snapshot:
@@ -50,15 +63,21 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
                 {"event": "snapshot", "tick": source.tick_count, "ts": _now(), **source.snapshot()}
             )
         notes = _notes(source)
-        kind = backend_kind(dest_path) if dest_path.suffix else "sqlite"
-        dest_path.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "json":
-            _write_json(source, dest_path, notes, events)
+        if to_postgres:
+            kind = "postgres"
+            shown = _write_postgres(source, str(dest), notes, events, overwrite=overwrite)
         else:
-            _write_sqlite(source, dest_path, notes, events)
+            kind = backend_kind(dest_path) if dest_path.suffix else "sqlite"
+            shown = str(dest_path)
+            dest_path.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "json":
+                _write_json(source, dest_path, notes, events)
+            else:
+                _write_sqlite(source, dest_path, notes, events)
+        backend = source.backend
         return {
-            "source": str(src_path),
-            "destination": str(dest_path),
+            "source": str(backend.path) if backend is not None else str(src),
+            "destination": shown,
             "format": kind,
             "alive": len(source.store),
             "graveyard": source.store.dead_count(),
@@ -104,50 +123,14 @@ def _write_json(
 def _write_sqlite(
     source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
 ) -> None:
-    from .backends.sqlite import SqliteBackend, _dumps
-    from .backends.sqlstore import write_entries_bulk
+    from .backends.sqlite import SqliteBackend
 
     tmp = dest.with_name(dest.name + f".{secrets.token_hex(4)}.tmp")
     backend = SqliteBackend(tmp, create=True)
     try:
         conn = backend.conn
-        store = source.store
         with backend._immediate():
-            rows = [(e, True) for e in store.alive()] + [(e, False) for e in store.graveyard()]
-            write_entries_bulk(
-                conn,
-                rows,
-                damaged=source.damaged,
-                tick=source.tick_count,
-                upkeep=store.upkeep,
-                version=1,
-            )
-            conn.executemany(
-                "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
-                [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],
-            )
-            conn.executemany(
-                "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
-                [(i, _dumps(n)) for i, ns in notes.items() for n in ns if isinstance(i, str)],
-            )
-            conn.executemany(
-                "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
-                [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(e)) for e in events],
-            )
-            extra = {k: v for k, v in store.payload_extra.items() if k != "ledger"}
-            state = store.retriever.dump_state()
-            if state:
-                extra["retriever"] = state
-            meta = {
-                "version": 1,
-                "tick_count": source.tick_count,
-                "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
-                "payload_extra": extra,
-            }
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()],
-            )
+            _fill(backend.conn, source, notes, events)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except BaseException:
         backend.close()
@@ -163,3 +146,82 @@ def _write_sqlite(
     for suffix in ("-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(tmp) + suffix)
+
+
+def _fill(
+    conn: sqlite3.Connection,
+    source: Ledger,
+    notes: dict[str, list[Any]],
+    events: list[dict[str, Any]],
+) -> None:
+    """Write ``source`` into an empty SQL store (SQLite, or PostgreSQL's translation)."""
+    from .backends.sqlite import _dumps
+    from .backends.sqlstore import write_entries_bulk
+
+    store = source.store
+    rows = [(e, True) for e in store.alive()] + [(e, False) for e in store.graveyard()]
+    write_entries_bulk(
+        conn,
+        rows,
+        damaged=source.damaged,
+        tick=source.tick_count,
+        upkeep=store.upkeep,
+        version=1,
+    )
+    conn.executemany(
+        "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
+        [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],
+    )
+    conn.executemany(
+        "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
+        [(i, _dumps(n)) for i, ns in notes.items() for n in ns if isinstance(i, str)],
+    )
+    conn.executemany(
+        "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
+        [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(e)) for e in events],
+    )
+    extra = {k: v for k, v in store.payload_extra.items() if k != "ledger"}
+    state = store.retriever.dump_state()
+    if state:
+        extra["retriever"] = state
+    meta = {
+        "version": 1,
+        "tick_count": source.tick_count,
+        "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
+        "payload_extra": extra,
+    }
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()],
+    )
+
+
+def _write_postgres(
+    source: Ledger,
+    url: str,
+    notes: dict[str, list[Any]],
+    events: list[dict[str, Any]],
+    *,
+    overwrite: bool,
+) -> str:
+    """Fill a new (or, with ``overwrite``, emptied) PostgreSQL store in one transaction.
+
+    Readers of the destination see nothing until the copy commits; an interrupted
+    copy leaves the store empty (its tables made, no rows).
+    """
+    from .backends.postgres import PostgresBackend
+
+    backend = PostgresBackend(url, create=True)
+    try:
+        if not backend.is_empty():
+            if not overwrite:
+                raise StoreError(f"{backend.path} already exists; pass --force to replace it")
+            backend.drop()
+            backend.close()
+            backend = PostgresBackend(url, create=True)
+        with backend._immediate():
+            _fill(backend.conn, source, notes, events)
+            backend.reset_sequences()
+        return str(backend.path)
+    finally:
+        backend.close()

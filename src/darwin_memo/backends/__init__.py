@@ -11,7 +11,9 @@ How a path picks its backend (``open_backend``):
 * ``*.json`` is the published single-file JSON format (``JsonBackend``);
 * ``*.db``, ``*.sqlite``, ``*.sqlite3`` is SQLite (``SqliteBackend``), the default;
 * any other path is sniffed when it exists (an SQLite header or a JSON object)
-  and created as SQLite when it does not.
+  and created as SQLite when it does not;
+* a ``postgresql://`` (or ``postgres://``) URL is a named store in a PostgreSQL
+  database (``PostgresBackend``; ``?store=NAME`` picks the store).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from ..errors import StoreFormatError
 if TYPE_CHECKING:
     from ..ledger import Changes, Ledger
 
-__all__ = ["JSON_SUFFIXES", "SQLITE_SUFFIXES", "Backend", "backend_kind", "open_backend"]
+__all__ = [
+    "JSON_SUFFIXES",
+    "SQLITE_SUFFIXES",
+    "Backend",
+    "backend_kind",
+    "is_postgres_url",
+    "open_backend",
+]
 
 JSON_SUFFIXES = (".json",)
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -100,8 +109,15 @@ def is_live_sqlite(path: str | Path) -> bool:
     return key is not None and key in _LIVE_SQLITE
 
 
+def is_postgres_url(path: object) -> bool:
+    """True for a ``postgresql://`` or ``postgres://`` store URL (never for a ``Path``)."""
+    return isinstance(path, str) and path.lower().startswith(("postgresql://", "postgres://"))
+
+
 def backend_kind(path: str | Path) -> str:
-    """``"json"`` or ``"sqlite"`` for a store path (see the module docstring)."""
+    """``"json"``, ``"sqlite"`` or ``"postgres"`` for a store path (module docstring)."""
+    if is_postgres_url(path):
+        return "postgres"
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in JSON_SUFFIXES:
@@ -143,4 +159,8 @@ def open_backend(
         from .sqlite import SqliteBackend
 
         return SqliteBackend(path, create=create, lock_timeout=lock_timeout)
-    raise ValueError(f"unknown backend {kind!r} (choose json or sqlite)")
+    if kind == "postgres":
+        from .postgres import PostgresBackend
+
+        return PostgresBackend(str(path), create=create, lock_timeout=lock_timeout)
+    raise ValueError(f"unknown backend {kind!r} (choose json, sqlite or postgres)")

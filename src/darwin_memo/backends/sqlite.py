@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
+from ..jsonfile import loads
 from ..migrations import apply_migrations
 from ..types import MemoryEntry
 from . import hold_sqlite, is_live_sqlite, release_sqlite
@@ -125,7 +126,7 @@ class SqliteBackend:
         meta: dict[str, Any] = {}
         for key, value in rows:
             try:
-                meta[key] = json.loads(value)
+                meta[key] = loads(value)
             except (TypeError, ValueError):
                 raise StoreFormatError(
                     f"{self.path}: unreadable meta value {key!r}; the store is damaged"
@@ -137,7 +138,7 @@ class SqliteBackend:
 
     def _entry(self, data: str, where: str) -> MemoryEntry:
         try:
-            return MemoryEntry.from_dict(json.loads(data))
+            return MemoryEntry.from_dict(loads(data))
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable {where} row: {exc}") from None
 
@@ -145,7 +146,7 @@ class SqliteBackend:
         from ..ledger import Ticket
 
         try:
-            return Ticket.from_dict(json.loads(data))
+            return Ticket.from_dict(loads(data))
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
@@ -212,7 +213,7 @@ class SqliteBackend:
 
     def _current_version(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-        return int(json.loads(row[0])) if row else 0
+        return int(loads(row[0])) if row else 0
 
     def _sync(self, ledger: Ledger) -> None:
         if getattr(ledger, "_stale", False) or self._seen < 0:
@@ -333,7 +334,7 @@ class SqliteBackend:
 
     def history(self, entry_id: str) -> list[Any]:
         return [
-            json.loads(data)
+            loads(data)
             for (data,) in self.conn.execute(
                 "SELECT data FROM notes WHERE entry_id = ? ORDER BY seq", (entry_id,)
             )
@@ -342,13 +343,13 @@ class SqliteBackend:
     def all_history(self) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
         for entry_id, data in self.conn.execute("SELECT entry_id, data FROM notes ORDER BY seq"):
-            out.setdefault(entry_id, []).append(json.loads(data))
+            out.setdefault(entry_id, []).append(loads(data))
         return out
 
     def events(self) -> Iterator[dict[str, Any]]:
         cursor = self.conn.execute("SELECT data FROM events ORDER BY seq")
         for (data,) in cursor:
-            yield json.loads(data)
+            yield loads(data)
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreFormatError
 from ..index import top_candidates
+from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, Retriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
@@ -238,13 +239,13 @@ def write_entries_bulk(
 def backfill_v2(conn: sqlite3.Connection) -> None:
     """Fill the v2 columns and the index for rows written by schema v1."""
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    tick = int(json.loads(meta.get("tick_count", "0")))
-    config = json.loads(meta.get("config", "{}")) if "config" in meta else {}
+    tick = int(loads(meta.get("tick_count", "0")))
+    config = loads(meta.get("config", "{}")) if "config" in meta else {}
     upkeep = float(config.get("upkeep", 0.05))
     rows = conn.execute("SELECT rowid, alive, energy, data FROM entries").fetchall()
     alive_count = 0
     for rowid, alive, energy, data in rows:
-        entry = MemoryEntry.from_dict(json.loads(data))
+        entry = MemoryEntry.from_dict(loads(data))
         toks = entry_tokens(entry)
         conn.execute(
             "UPDATE entries SET anchor=?, pinned=?, death_tick=?, toks=? WHERE rowid=?",
@@ -297,7 +298,7 @@ class SqlStore(MemoryStore):
     def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
         _rowid, entry_id, alive, energy, anchor, pinned, data = row
         try:
-            entry = MemoryEntry.from_dict(json.loads(data))
+            entry = MemoryEntry.from_dict(loads(data))
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(
                 f"{self.backend.path}: unreadable entry {entry_id}: {exc}"

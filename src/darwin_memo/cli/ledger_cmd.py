@@ -298,14 +298,21 @@ def main_ledger(argv: Sequence[str]) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..backends import backend_kind
+    from ..backends import backend_kind, is_postgres_url
     from ..ledger import Ledger
     from ..store import MemoryStore
 
-    src, dest = Path(args.src), Path(args.dest)
-    if not src.exists():
+    # A postgresql:// URL stays a string: Path() would fold its "//".
+    src: str | Path = args.src if is_postgres_url(args.src) else Path(args.src)
+    dest: str | Path = args.dest if is_postgres_url(args.dest) else Path(args.dest)
+    if isinstance(src, Path) and not src.exists():
         raise CliError(f"{src}: no such store to import from")
-    if dest.exists() and src.resolve() == dest.resolve():
+    if src == dest or (
+        isinstance(src, Path)
+        and isinstance(dest, Path)
+        and dest.exists()
+        and src.resolve() == dest.resolve()
+    ):
         raise CliError("the source and the destination are the same store")
     if backend_kind(src) == "json":
         source = MemoryStore.load(src)
@@ -354,7 +361,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("migrate", help="copy a store between formats, losslessly")
-    p.add_argument("src", help="existing store (.json or SQLite)")
-    p.add_argument("dest", help="new store (.json = published format; otherwise SQLite)")
+    p.add_argument("src", help="existing store (.json, SQLite or postgresql:// URL)")
+    p.add_argument(
+        "dest",
+        help="new store (.json = published format; postgresql://...?store=NAME; else SQLite)",
+    )
     p.add_argument("--force", action="store_true", help="replace an existing destination")
     p.set_defaults(func=cmd_migrate)

@@ -1,0 +1,525 @@
+"""PostgreSQL stores: one store shared by many hosts.
+
+A store is named by a URL, ``postgresql://user@host:port/db?store=NAME``; the
+other query parameters (``sslmode``, ``sslrootcert``, ``service``, ...) go to
+libpq untouched, and so do the standard ``PG*`` environment variables and the
+service file, which is where a password belongs. Each named store is its own
+schema (``NAME``, ``darwin_memo`` when the URL names none), so several stores
+share a database without sharing a row, and a store's migrations are recorded
+in its own ``schema_migrations`` table.
+
+The tables, and the SQL that reads and writes them, are the SQLite backend's:
+``SqliteBackend`` and ``SqlStore`` run unchanged over ``PgConnection``, which
+translates the few places where the two dialects differ (placeholders, upserts,
+``MAX(a, b)``, SQLite's index hints) and gives each row the same ``rowid``.
+
+Locking: every ledger operation is one transaction that first takes a
+transaction-scoped advisory lock on its store, then reads what other hosts
+wrote since its last view and writes what it touched. That is the SQLite
+backend's ``BEGIN IMMEDIATE`` on a server: one writer per store at a time, so a
+settle, a tick or a consolidation can neither double-apply nor lose a write,
+and no serialization failure needs a retry. Every operation also bumps the
+store's version row, so finer row locks would serialize on that row anyway.
+Readers never wait. A lost server is a one-line ``StoreError``; the next call
+connects again and reloads the view from the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
+from ..types import utc_now_iso
+from . import is_postgres_url
+from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
+
+if TYPE_CHECKING:
+    from ..ledger import Changes, Ledger
+
+__all__ = [
+    "DEFAULT_STORE",
+    "PG_MIGRATIONS",
+    "PgConnection",
+    "PostgresBackend",
+    "is_postgres_url",
+    "parse_url",
+]
+
+DEFAULT_STORE = "darwin_memo"
+COMMITTING = "commit the write"
+_STORE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_RESERVED = ("public", "information_schema")
+
+
+class StoreUrl(type(Path())):  # type: ignore[misc]
+    """The store's URL without its password, where a ``Path`` is expected (messages)."""
+
+    _display = ""
+
+    def __str__(self) -> str:
+        return self._display
+
+    def __repr__(self) -> str:
+        return f"StoreUrl({self._display!r})"
+
+
+def _secrets(url: str) -> list[str]:
+    """The password values a URL carries, to scrub from any message."""
+    parts = urlsplit(url)
+    found = [parts.password] if parts.password else []
+    found += [
+        v
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k.lower() in ("password", "sslpassword") and v
+    ]
+    return found
+
+
+def parse_url(url: str) -> tuple[str, str, str]:
+    """``(conninfo, store, display)``: what libpq gets, the schema, the redacted URL."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    stores = [v for k, v in query if k == "store"]
+    store = stores[-1] if stores else DEFAULT_STORE
+    if not _STORE_NAME.match(store) or store.startswith("pg_") or store in _RESERVED:
+        raise StoreError(
+            f"store name {store!r} is not usable: use lower-case letters, digits and _ "
+            "(at most 63, not starting with a digit or pg_, not public)"
+        )
+    rest = [(k, v) for k, v in query if k != "store"]
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    netloc = parts.netloc.rsplit("@", 1)
+    host = netloc[-1]
+    user = netloc[0].split(":", 1)[0] + "@" if len(netloc) == 2 else ""
+    shown = [(k, v) for k, v in query if k.lower() not in ("password", "sslpassword")]
+    display = urlunsplit(parts._replace(netloc=user + host, query=urlencode(shown)))
+    if not stores:
+        display += ("&" if shown else "?") + f"store={store}"
+    for secret in _secrets(url):
+        display = display.replace(secret, "***")
+    return conninfo, store, display
+
+
+# -- the SQLite dialect, spoken to PostgreSQL ------------------------------------------
+
+_PRIMARY_KEYS = {"meta": "key", "tickets": "id", "lineage": "member", "counters": "name"}
+_REPLACE = re.compile(
+    r"INSERT OR REPLACE INTO (\w+) \(([^)]*)\) VALUES \(([^)]*)\)", re.IGNORECASE | re.DOTALL
+)
+_REWRITES = (
+    ("+alive", "alive"),
+    ("MAX(0.0,", "GREATEST(0.0,"),
+    ("MAX(0,", "GREATEST(0,"),
+    ("SET df = df + 1", "SET df = tokens.df + 1"),
+    ("SET value = value + excluded.value", "SET value = counters.value + excluded.value"),
+)
+_TRANSLATED: dict[str, tuple[str, bool]] = {}
+
+
+def _replace(match: re.Match[str]) -> str:
+    table, columns, values = match.group(1), match.group(2), match.group(3)
+    key = _PRIMARY_KEYS[table]
+    names = [c.strip() for c in columns.split(",")]
+    update = ", ".join(f"{c} = EXCLUDED.{c}" for c in names if c != key)
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({values}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {update}"
+    )
+
+
+def translate(sql: str) -> tuple[str, bool]:
+    """PostgreSQL for one SQLite statement, and whether it returns a new rowid."""
+    cached = _TRANSLATED.get(sql)
+    if cached is not None:
+        return cached
+    out = sql.replace("%", "%%")
+    for old, new in _REWRITES:
+        out = out.replace(old, new)
+    out = _REPLACE.sub(_replace, out)
+    if out.lstrip().upper().startswith("INSERT OR IGNORE INTO"):
+        out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO", 1) + " ON CONFLICT DO NOTHING"
+    returns = bool(re.match(r"\s*INSERT INTO entries \((?!rowid)", out))
+    if returns:
+        out += " RETURNING rowid"
+    out = out.replace("?", "%s")
+    _TRANSLATED[sql] = (out, returns)
+    return out, returns
+
+
+class _Result:
+    """What ``sqlite3.Cursor`` offers the shared code: rows, iteration, ``lastrowid``."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], lastrowid: int | None = None) -> None:
+        self._rows = rows
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+
+class PgConnection:
+    """A psycopg connection that accepts the SQLite backend's SQL.
+
+    It connects lazily and again after the server went away, turns every
+    driver error into a one-line ``StoreError`` that never shows a password,
+    and notes each new connection so the backend reloads its view.
+    """
+
+    def __init__(self, conninfo: str, schema: str, display: str, connect_timeout: int = 10):
+        self._conninfo = conninfo
+        self._secrets = _secrets(conninfo)
+        self.schema = schema
+        self.display = display
+        self._connect_timeout = connect_timeout
+        self._raw: Any = None
+        self.reconnected = False
+        self.doing = "read the store"
+
+    # -- the connection ------------------------------------------------------------
+
+    def raw(self) -> Any:
+        import psycopg
+
+        if self._raw is not None and not self._raw.closed and not self._raw.broken:
+            return self._raw
+        self.close()
+        options: dict[str, Any] = {}
+        if "connect_timeout=" not in self._conninfo and "PGCONNECT_TIMEOUT" not in os.environ:
+            options["connect_timeout"] = self._connect_timeout
+        raw = None
+        try:
+            raw = psycopg.connect(self._conninfo, autocommit=True, **options)
+            # The name is interpolated, not quoted: parse_url allows only [a-z0-9_].
+            raw.execute(f"SET search_path TO {self.schema}")
+        except psycopg.Error as exc:
+            if raw is not None:
+                raw.close()
+            raise StoreError(
+                f"{self.display}: cannot connect to PostgreSQL: {self._clean(exc)}; "
+                "check the server, the URL and the PG* settings, then retry"
+            ) from None
+        self._raw = raw
+        self.reconnected = True
+        return raw
+
+    def close(self) -> None:
+        if self._raw is not None:
+            with contextlib.suppress(Exception):
+                self._raw.close()
+        self._raw = None
+
+    def __del__(self) -> None:  # a ledger dropped without close(): no ResourceWarning
+        self.close()
+
+    def _clean(self, exc: BaseException) -> str:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        for marker in ("password=", "password:"):
+            if marker in text.lower():
+                return "authentication or connection failed (details withheld: they name a secret)"
+        return text
+
+    def error(self, exc: Exception) -> StoreError:
+        import psycopg
+
+        code = getattr(exc, "sqlstate", None)
+        if code == "55P03":  # lock_not_available: lock_timeout expired
+            return StoreLockedError(
+                f"{self.display} stayed locked by another writer while trying to {self.doing}; "
+                "retry, or raise the lock timeout"
+            )
+        if isinstance(exc, psycopg.OperationalError) and (
+            self._raw is None or self._raw.closed or self._raw.broken
+        ):
+            self.close()
+            outcome = (
+                "the server may have saved it before it went: look before retrying"
+                if self.doing == COMMITTING
+                else "nothing of this operation was saved: retry"
+            )
+            return StoreError(
+                f"{self.display}: lost the PostgreSQL server while trying to {self.doing} "
+                f"({self._clean(exc)}); {outcome}"
+            )
+        return StoreError(
+            f"{self.display}: PostgreSQL error while trying to {self.doing}: {self._clean(exc)}"
+        )
+
+    # -- the sqlite3-shaped surface ------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
+        import psycopg
+
+        text, returns = translate(sql)
+        raw = self.raw()
+        try:
+            cur = raw.execute(text, tuple(params) if params else None)
+            rows = cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise self.error(exc) from None
+        if returns:
+            return _Result([], int(rows[0][0]))
+        return _Result(rows)
+
+    def executemany(self, sql: str, seq: Any) -> None:
+        import psycopg
+
+        text, _ = translate(sql)
+        batch = [tuple(p) for p in seq]
+        if not batch:
+            return
+        raw = self.raw()
+        try:
+            with raw.cursor() as cur:
+                cur.executemany(text, batch)
+        except psycopg.Error as exc:
+            raise self.error(exc) from None
+
+    def rollback(self) -> None:
+        if self._raw is not None and not self._raw.closed and not self._raw.broken:
+            with contextlib.suppress(Exception):
+                self._raw.execute("ROLLBACK")
+
+
+# -- migrations, recorded per store ---------------------------------------------------
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entries (
+    rowid BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    alive INTEGER NOT NULL,
+    energy DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL,
+    damaged INTEGER NOT NULL DEFAULT 0,
+    data TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    anchor BIGINT NOT NULL DEFAULT 0,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    death_tick BIGINT,
+    toks TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX entries_by_version ON entries(version);
+CREATE INDEX entries_death ON entries(alive, pinned, death_tick);
+CREATE INDEX entries_damaged ON entries(damaged) WHERE damaged = 1;
+CREATE INDEX entries_balance ON entries(alive, pinned, anchor, energy, kind);
+CREATE TABLE tickets (
+    id TEXT PRIMARY KEY,
+    open INTEGER NOT NULL,
+    born_tick BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    version BIGINT NOT NULL
+);
+CREATE INDEX tickets_by_version ON tickets(version);
+CREATE INDEX tickets_open ON tickets(open, born_tick);
+CREATE TABLE notes (seq BIGSERIAL PRIMARY KEY, entry_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX notes_by_entry ON notes(entry_id, seq);
+CREATE TABLE events (
+    seq BIGSERIAL PRIMARY KEY,
+    event TEXT NOT NULL,
+    tick BIGINT,
+    ts TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX events_by_ts ON events(ts);
+CREATE TABLE tokens (id BIGSERIAL PRIMARY KEY, token TEXT NOT NULL UNIQUE, df BIGINT NOT NULL);
+CREATE TABLE postings (
+    token_id BIGINT NOT NULL,
+    entry_rowid BIGINT NOT NULL,
+    PRIMARY KEY (token_id, entry_rowid)
+);
+CREATE TABLE lineage (member TEXT PRIMARY KEY, heir TEXT NOT NULL);
+CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)
+"""
+
+#: PostgreSQL's own numbered steps. Version 1 is SQLite's schema 3 in one step.
+PG_MIGRATIONS: list[tuple[int, str, str]] = [(1, "m001_initial", _SCHEMA_V1)]
+
+
+def _lock_sql(schema: str) -> str:
+    return f"SELECT pg_advisory_xact_lock(hashtextextended('darwin-memo:{schema}', 0))"
+
+
+class PostgresBackend(SqliteBackend):
+    """A ledger's state in one schema of a PostgreSQL database (module docstring)."""
+
+    kind = "postgres"
+    history_in_memory = False
+
+    def __init__(self, url: str, *, create: bool = True, lock_timeout: float | None = None) -> None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise StoreError(
+                "PostgreSQL stores need psycopg 3: pip install 'darwin-memo[postgres]'"
+            ) from None
+        conninfo, self.store_name, display = parse_url(url)
+        self.url_display = display
+        path = StoreUrl(display)
+        path._display = display
+        self.path = path
+        self.lock_timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+        self.conn = PgConnection(conninfo, self.store_name, display)  # type: ignore[assignment]
+        self._seen = -1
+        self.txn_version = 0
+        self._live_key = None
+        self.created = self._migrate(create)
+        self.pg.reconnected = False
+
+    @property
+    def pg(self) -> PgConnection:
+        return self.conn  # type: ignore[return-value]
+
+    def _migrate(self, create: bool) -> bool:
+        """Create or upgrade the store's schema under its lock; True when created."""
+        conn = self.pg
+        conn.doing = "open the store"
+        exists = conn.execute(
+            "SELECT 1 FROM information_schema.tables "
+            "WHERE table_schema = ? AND table_name = 'schema_migrations'",
+            (self.store_name,),
+        ).fetchone()
+        if exists is None and not create:
+            raise StoreNotFound(f"{self.path}: no such store")
+        known = len(PG_MIGRATIONS)
+        if exists is not None and self._schema_version() == known:
+            return False
+        conn.execute("BEGIN")
+        try:
+            conn.execute(_lock_sql(self.store_name))
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.store_name}")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            current = self._schema_version()
+            if current > known:
+                raise StoreFormatError(
+                    f"{self.path} has schema version {current}, newer than this darwin-memo "
+                    f"understands ({known}); upgrade darwin-memo to open it"
+                )
+            for version, name, sql in PG_MIGRATIONS[current:]:
+                for statement in sql.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, utc_now_iso()),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        return current == 0
+
+    def _schema_version(self) -> int:
+        row = self.pg.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        found = int(row[0] or 0) if row else 0
+        if found > len(PG_MIGRATIONS):
+            raise StoreFormatError(
+                f"{self.path} has schema version {found}, newer than this darwin-memo "
+                f"understands ({len(PG_MIGRATIONS)}); upgrade darwin-memo to open it"
+            )
+        return found
+
+    # -- reading -------------------------------------------------------------------
+
+    def _begin(self, ledger: Ledger | None, doing: str, *, write: bool) -> None:
+        conn = self.pg
+        conn.doing = doing
+        conn.raw()  # connect (again) before deciding whether the view is stale
+        if conn.reconnected and ledger is not None:
+            ledger._stale = True
+        conn.reconnected = False
+        if write:
+            conn.execute("BEGIN")
+            conn.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout * 1000)}ms'")
+            conn.execute(_lock_sql(self.store_name))
+        else:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def load(self, ledger: Ledger) -> None:
+        try:
+            self._begin(None, "read the store", write=False)
+            self._read_all(ledger)
+            self.pg.execute("COMMIT")
+        except BaseException:
+            ledger._stale = True
+            self.pg.rollback()
+            raise
+
+    def refresh(self, ledger: Ledger) -> None:
+        try:
+            self._begin(ledger, "read the store", write=False)
+            self._sync(ledger)
+            self.pg.execute("COMMIT")
+        except BaseException:
+            ledger._stale = True
+            self.pg.rollback()
+            raise
+
+    # -- writing -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+        try:
+            self._begin(ledger, "write the store", write=True)
+            if changes.relaxed:  # a decide moves no energy: no need to wait for the WAL flush
+                self.pg.execute("SET LOCAL synchronous_commit = off")
+            self._sync(ledger)
+            self.txn_version = self._current_version() + 1
+            ledger._begin_journal(changes)
+            yield
+            if changes.events or changes.touched or changes.opened or changes.closed:
+                self._write(ledger, changes)
+            self.pg.doing = COMMITTING
+            self.pg.execute("COMMIT")
+        except BaseException:
+            ledger._stale = True
+            self.pg.rollback()
+            raise
+        finally:
+            self.pg.doing = "read the store"
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        self._begin(None, "write the store", write=True)
+        try:
+            yield
+            self.pg.execute("COMMIT")
+        except BaseException:
+            self.pg.rollback()
+            raise
+
+    def reset_sequences(self) -> None:
+        """After rows were inserted with explicit ids (a bulk copy)."""
+        for table, column in (("entries", "rowid"), ("tokens", "id")):
+            self.pg.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                f"GREATEST((SELECT MAX({column}) FROM {table}), 1))"
+            )
+
+    def is_empty(self) -> bool:
+        row = self.pg.execute("SELECT COUNT(*) FROM events").fetchone()
+        entries = self.pg.execute("SELECT 1 FROM entries LIMIT 1").fetchone()
+        return bool(row and int(row[0]) == 0) and entries is None
+
+    def drop(self) -> None:
+        """Remove the whole store (its schema)."""
+        self.pg.execute(f"DROP SCHEMA IF EXISTS {self.store_name} CASCADE")
+
+    def close(self) -> None:
+        self.pg.close()

@@ -1,0 +1,82 @@
+"""A throwaway PostgreSQL cluster on loopback, from the machine's server programs.
+
+``PgCluster.start()`` runs ``initdb`` into a temporary folder and ``pg_ctl`` on a
+free port (as the ``postgres`` user when the tests run as root: initdb refuses
+root), with trust authentication on 127.0.0.1 only. ``stop()`` and ``start()``
+restart it in place; ``destroy()`` stops it and removes the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["PgCluster", "find_bindir"]
+
+
+def find_bindir() -> Path | None:
+    explicit = os.environ.get("DARWIN_MEMO_PG_BINDIR")
+    candidates = [explicit] if explicit else []
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(str(Path(on_path).parent))
+    for c in candidates:
+        if c and (Path(c) / "initdb").exists() and (Path(c) / "pg_ctl").exists():
+            return Path(c)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PgCluster:
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.root = Path(tempfile.mkdtemp(prefix="darwin-memo-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self.as_user: str | None = None
+        if os.geteuid() == 0:
+            self.as_user = "postgres"
+            shutil.chown(self.root, self.as_user)
+        self.user = self.as_user or "postgres"
+
+    def _run(self, *args: str, timeout: float = 120) -> None:
+        cmd = [str(self.bindir / args[0]), *args[1:]]
+        if self.as_user:
+            cmd = ["runuser", "-u", self.as_user, "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=timeout, cwd=self.root)
+
+    def url(self, store: str) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres?store={store}"
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8")
+        conf = self.data / "postgresql.conf"
+        with conf.open("a") as fh:
+            fh.write(
+                f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{self.root}'\n"
+                "fsync = off\nmax_connections = 100\nshared_buffers = 32MB\n"
+            )
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def destroy(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,249 @@
+"""The PostgreSQL backend: URLs and secrets, named stores, migrations, copying,
+concurrency from many processes, and a server that goes away and comes back.
+
+The backend-neutral semantics run in ``test_ledger.py`` (parametrized over
+``postgres``); these tests start the same throwaway cluster (``pg_cluster``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import new_store, pg_url
+from darwin_memo import MemoryEntry, StoreError, StoreFormatError
+from darwin_memo.backends import backend_kind
+from darwin_memo.backends.postgres import parse_url
+from darwin_memo.errors import StoreLockedError, StoreNotFound
+from darwin_memo.ledger import Ledger
+from darwin_memo.transfer import copy_store
+
+CACHE_Q = "Are cache chunk files safe to delete?"
+CACHE_A = "Cache chunk files under cache/ are disposable and safe to delete."
+
+
+def test_urls_pick_postgres_and_never_show_the_password() -> None:
+    url = "postgresql://ann:s3cret@db.example:5433/team?store=lessons&sslmode=require"
+    assert backend_kind(url) == "postgres"
+    assert backend_kind("postgres://h/db") == "postgres"
+    conninfo, store, display = parse_url(url)
+    assert store == "lessons"
+    assert "store=" not in conninfo and "sslmode=require" in conninfo and "s3cret" in conninfo
+    assert display == "postgresql://ann@db.example:5433/team?store=lessons&sslmode=require"
+    _, store, display = parse_url("postgresql://h/db?password=s3cret")
+    assert store == "darwin_memo" and "s3cret" not in display
+    for bad in ("Lessons", "pg_x", "public", "a-b", "1a", "x" * 64):
+        with pytest.raises(StoreError, match="store name"):
+            parse_url(f"postgresql://h/db?store={bad}")
+
+
+def test_unreachable_server_is_one_redacted_line() -> None:
+    with pytest.raises(StoreError) as info:
+        Ledger.open("postgresql://ann:s3cret@127.0.0.1:1/db?store=x&connect_timeout=2")
+    message = str(info.value)
+    assert "s3cret" not in message and "\n" not in message
+    assert message.startswith("postgresql://ann@127.0.0.1:1/db")
+    assert "cannot connect" in message
+    with pytest.raises(StoreError) as info:  # libpq echoes bad parameters, never the password
+        Ledger.open("postgresql://ann:s3cret@127.0.0.1:1/db?bogus=s3cret&password=s3cret")
+    assert "s3cret" not in str(info.value)
+
+
+def test_named_stores_share_a_database_not_rows(pg_cluster: Any) -> None:
+    a, b = pg_url(pg_cluster), pg_url(pg_cluster)
+    with Ledger.open(a) as first, Ledger.open(b) as second:
+        first.add(CACHE_Q, CACHE_A)
+        assert len(first.store) == 1 and len(second.store) == 0
+        assert second.decide(CACHE_Q).provenance == []
+    with pytest.raises(StoreNotFound):
+        Ledger.open(pg_url(pg_cluster), create=False)
+
+
+def test_migrations_are_recorded_per_store_and_newer_refused(pg_cluster: Any) -> None:
+    import psycopg
+
+    url = pg_url(pg_cluster)
+    Ledger.open(url).close()
+    schema = parse_url(url)[1]
+    dsn = pg_cluster.url("x").split("?")[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
+        assert rows == [(1, "m001_initial")]
+        conn.execute(f"INSERT INTO {schema}.schema_migrations VALUES (999, 'm999', 'later')")
+    with pytest.raises(StoreFormatError, match="schema version 999"):
+        Ledger.open(url)
+
+
+def test_lexical_retrieval_ranks_as_the_other_backends(pg_cluster: Any) -> None:
+    texts = [
+        ("cache chunk files", "delete cache chunk files freely"),
+        ("log files rotation", "old log files are rotated weekly"),
+        ("cache warmup", "warm the cache before load tests"),
+        ("chunk size", "chunk files are 4 MiB each"),
+        ("cafeteria", "the menu rotates every two weeks"),
+    ]
+    stores = [new_store(kind) for kind in ("memory", "sqlite", "postgres")]
+    for store in stores:
+        for i, (q, a) in enumerate(texts):
+            store.add(MemoryEntry(q, a, id=f"e{i:02d}", energy=1.0 + i / 10, recorded_ts="t"))
+    for query in ("cache chunk files", "log files", "chunk", "zebra"):
+        results = [[(e.id, round(s, 9)) for e, s in st.retrieve(query, k=3)] for st in stores]
+        assert results[0] == results[1] == results[2], query
+    stores[2].backend.close()
+
+
+def test_a_held_store_lock_times_out_as_store_locked(pg_cluster: Any) -> None:
+    import psycopg
+
+    url = pg_url(pg_cluster)
+    ledger = Ledger.open(url, lock_timeout=0.5)
+    schema = parse_url(url)[1]
+    with psycopg.connect(pg_cluster.url("x").split("?")[0]) as other:
+        other.execute(f"SELECT pg_advisory_xact_lock(hashtextextended('darwin-memo:{schema}', 0))")
+        with pytest.raises(StoreLockedError, match="locked"):
+            ledger.add(CACHE_Q, CACHE_A)
+    ledger.add(CACHE_Q, CACHE_A)  # the lock went with the other transaction
+    assert ledger.verify() == []
+    ledger.close()
+
+
+@pytest.mark.parametrize("via", ["a.db", "a.json"])
+def test_migrate_to_and_from_postgres_is_lossless(
+    pg_cluster: Any, tmp_path: Path, via: str
+) -> None:
+    src = tmp_path / via
+    ledger = Ledger.open(src)
+    keep = ledger.add(CACHE_Q, CACHE_A)
+    gone = ledger.add("trivia?", "The cafeteria menu rotates every two weeks.")
+    ledger.forget(gone.id)
+    pending = ledger.decide(CACHE_Q)
+    ledger.tick()
+    ledger.close()
+    url = pg_url(pg_cluster)
+    summary = copy_store(src, url)
+    assert summary["format"] == "postgres"
+    back = tmp_path / "back.json"
+    copy_store(url, back)
+    with pytest.raises(StoreError, match="already exists"):
+        copy_store(src, url)
+    copy_store(src, url, overwrite=True)  # --force: drop and refill
+    other = pg_url(pg_cluster)
+    copy_store(url, other)  # between two stores of one database
+    copies = (url, back, other)
+    for copy in (Ledger.open(c, create=False) for c in copies):
+        original = Ledger.open(src)
+        assert copy.verify() == []
+        assert [t.id for t in copy.pending()] == [pending.id]
+        assert copy.tick_count == 1
+        assert copy.history(keep.id) == original.history(keep.id)
+        assert len(list(copy.events())) == len(list(original.events()))
+        assert copy.to_payload()["entries"] == original.to_payload()["entries"]
+        assert copy.to_payload()["graveyard"] == original.to_payload()["graveyard"]
+        original.close()
+        copy.close()
+    with Ledger.open(url) as ledger:  # the copy keeps working: new rows get fresh ids
+        ledger.add("one more question?", "and its answer.")
+        assert ledger.decide("one more question").provenance and ledger.verify() == []
+
+
+WORKER = """
+import json, sys
+from darwin_memo.ledger import Ledger
+url, me, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+acked = []
+with Ledger.open(url) as ledger:
+    for i in range(rounds):
+        q = f"what does worker {me} know about topic {i}?"
+        ledger.add(q, f"worker {me} topic {i} answer.")
+        ticket = ledger.decide(q)
+        if ticket.provenance and ledger.settle(ticket.id, 1.0, f"{me}/{i}"):
+            acked.append(ticket.id)
+        if i % 5 == 4:
+            ledger.tick()
+print(json.dumps(acked))
+"""
+
+
+def test_concurrent_processes_lose_no_settlement(pg_cluster: Any) -> None:
+    url = pg_url(pg_cluster)  # not created yet: the workers race to create it
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, f"w{n}", "10"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
+    acked: list[str] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        acked += json.loads(out)
+    assert len(acked) == len(set(acked)) == 60
+    with Ledger.open(url) as ledger:
+        settled = [e["ticket"] for e in ledger.events() if e["event"] == "settle"]
+        assert sorted(settled) == sorted(acked)  # each exactly once
+        assert sum(1 for e in ledger.events() if e["event"] == "tick") == 12
+        assert ledger.tick_count == 12
+        assert ledger.pending() == []
+        assert ledger.verify() == []
+
+
+def test_server_restart_fails_one_call_then_recovers(pg_cluster: Any) -> None:
+    url = pg_url(pg_cluster)
+    ledger = Ledger.open(url)
+    entry = ledger.add(CACHE_Q, CACHE_A)
+    ticket = ledger.decide(CACHE_Q)
+    assert ledger.settle(ticket.id, 2.0)  # acknowledged before the server goes
+    pg_cluster.stop()
+    try:
+        with pytest.raises(StoreError) as info:
+            ledger.decide(CACHE_Q)
+        assert "\n" not in str(info.value) and "PostgreSQL" in str(info.value)
+        with pytest.raises(StoreError):
+            ledger.stats()
+    finally:
+        pg_cluster.start()
+    again = ledger.decide(CACHE_Q)  # the next call connects again
+    assert again.deciding_entry == entry.id
+    assert not ledger.settle(ticket.id, 2.0)  # the settlement survived: not applied twice
+    assert ledger.settle(again.id, 1.0)
+    assert ledger.verify() == []
+    ledger.close()
+    with Ledger.open(url) as fresh:
+        settled = [e["ticket"] for e in fresh.events() if e["event"] == "settle"]
+        assert settled == [ticket.id, again.id]
+        assert fresh.verify() == []
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "darwin_memo", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_takes_a_url_wherever_it_takes_a_path(pg_cluster: Any, tmp_path: Path) -> None:
+    url = pg_url(pg_cluster)
+    assert _cli("ledger", url, "add", CACHE_Q, CACHE_A).returncode == 0
+    decided = _cli("ledger", url, "decide", "Is it safe to delete cache chunk files?")
+    assert decided.returncode == 0, decided.stderr
+    ticket = json.loads(decided.stdout)["ticket_id"]
+    assert _cli("ledger", url, "settle", ticket, "2").returncode == 0
+    other = pg_url(pg_cluster)
+    adopted = _cli("import", url, other)
+    assert adopted.returncode == 0, adopted.stderr
+    assert json.loads(adopted.stdout)["imported"] == 1
+    moved = _cli("migrate", url, str(tmp_path / "copy.db"))
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["verify"] == "ok"
+    failed = _cli("ledger", "postgresql://ann:s3cret@127.0.0.1:1/db?store=x", "stats")
+    assert failed.returncode != 0
+    assert "s3cret" not in failed.stderr + failed.stdout
+    error = json.loads(failed.stdout)["error"]  # the ledger CLI reports errors as JSON
+    assert "cannot connect" in error and "ann@127.0.0.1:1/db" in error
