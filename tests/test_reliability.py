@@ -94,6 +94,11 @@ def test_kb1_non_utf8_arguments(store: Path) -> None:
     assert b"Traceback" not in res.stderr, res.text
     res = c.run_inprocess(["ledger", str(store), "settle", "t\udcff", "1"])
     assert _json_error(res).get("code") != "internal"
+    # echoed by a usage error (found by the full-size fuzz run): still valid UTF-8 JSON
+    res = c.run_inprocess(["ledger", str(store), "settle", "abc", "0.5", "--det\udcfeil", "x"])
+    assert _json_error(res).get("code") == "usage"
+    res = c.run_subprocess(["ledger", str(store), "unpin", "import", b"9e\xfe5a"], env=env)
+    assert _json_error(res).get("code") == "usage"
 
 
 def test_kb2_nul_in_store_path(tmp_path: Path) -> None:

@@ -112,7 +112,12 @@ def build_ledger_parser() -> JsonArgumentParser:
 
 
 def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    text = json.dumps(obj, ensure_ascii=False)
+    # An argument that was not valid UTF-8 reaches us surrogate-escaped; echoed in a
+    # message (argparse's "unrecognized arguments: ...") it would make stdout invalid
+    # UTF-8 for the JSON parser on the other end. Show such bytes as escapes instead.
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
