@@ -46,7 +46,16 @@ from typing import Any
 
 from .events import event_log_path
 from .ledger import Ledger
-from .observe import economics, entry_life, filter_events, read_events, timeline, top_row
+from .observe import (
+    _num,
+    _opt_num,
+    economics,
+    entry_life,
+    filter_events,
+    read_events,
+    timeline,
+    top_row,
+)
 from .retrieval import tokenize
 from .types import MemoryEntry
 
@@ -83,19 +92,6 @@ DEFAULT_PAGE = 50
 DEFAULT_EVENTS = 200
 _ID_PREFIX = re.compile(r"[0-9a-f]{3,32}")
 _PAGE_CACHE = 64
-
-
-def _num(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0.0
-    x = float(value)
-    return x if math.isfinite(x) else 0.0
-
-
-def _opt_num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _list(value: Any) -> list[Any]:
