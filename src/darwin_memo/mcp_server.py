@@ -20,11 +20,12 @@ channel: everything else goes to stderr.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from .cli.common import positive_float
 
 __all__ = ["INSTALL_HINT", "build_parser", "default_memory_path", "main", "serve"]
 
@@ -43,16 +44,6 @@ def default_memory_path() -> Path:
     return base / "memory.json"
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
 def build_parser(prog: str = "darwin-memo-mcp") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -67,7 +58,7 @@ def build_parser(prog: str = "darwin-memo-mcp") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--resource-scale",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="S",
         help="the size of a typical measured delta; credit is gain * tanh(delta / S) (1.0)",
