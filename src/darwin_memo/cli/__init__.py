@@ -16,13 +16,16 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import DarwinMemoError
-from . import ci_cmd, core, ledger_cmd, mcp_cmd, render_cmd, ui_cmd, views
 from .common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Imported here, not at the top: a one-shot `darwin-memo ledger ...` (what agents and
+    # the OpenClaw plugin run on every recall) loads only the ledger's modules.
+    from . import ci_cmd, core, ledger_cmd, mcp_cmd, render_cmd, ui_cmd, views
+
     parser = argparse.ArgumentParser(
         prog="darwin-memo",
         description="Memory for LLM agents that dies unless it earns its keep.",
@@ -43,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["ledger"]:
-        return ledger_cmd.main_ledger(args_list[1:])
+        from .ledger_cmd import main_ledger
+
+        return main_ledger(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list)
     try:
