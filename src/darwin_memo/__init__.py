@@ -34,6 +34,9 @@ _LAZY = {
     "LocalEncoder": "encode",
     "MemoryEntry": "types",
     "MemoryStore": "store",
+    "OllamaClient": "llm",
+    "OllamaEmbedder": "llm",
+    "OllamaError": "llm",
     "Outcome": "types",
     "ProtocolAnswer": "protocol",
     "QueryProtocol": "protocol",
@@ -62,6 +65,7 @@ _LAZY = {
     "demo_corpus": "encode",
     "is_silent": "survival",
     "newest_first": "temporal",
+    "ollama_available": "llm",
     "recency_weight": "temporal",
     "rent_multipliers": "environments",
 }
@@ -87,6 +91,7 @@ if _typing.TYPE_CHECKING:
         StoreLockedError,
         StoreNotFound,
     )
+    from .llm import OllamaClient, OllamaEmbedder, OllamaError, ollama_available
     from .protocol import ProtocolAnswer, QueryProtocol
     from .retrieval import (
         EMBEDDING_MERGE_THRESHOLD,
@@ -151,6 +156,9 @@ __all__ = [
     "LocalEncoder",
     "MemoryEntry",
     "MemoryStore",
+    "OllamaClient",
+    "OllamaEmbedder",
+    "OllamaError",
     "Outcome",
     "ProtocolAnswer",
     "QueryProtocol",
@@ -180,6 +188,7 @@ __all__ = [
     "demo_corpus",
     "is_silent",
     "newest_first",
+    "ollama_available",
     "recency_weight",
     "rent_multipliers",
 ]

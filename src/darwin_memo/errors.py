@@ -7,7 +7,8 @@ One root, so callers can catch everything the package raises on purpose::
     │   ├── StoreFormatError    (also ValueError) the file is not a darwin-memo store
     │   ├── StoreLockedError    (also RuntimeError) another process holds the store
     │   └── StoreNotFound       (also FileNotFoundError) no store at that path
-    └── EntryNotFound           (also KeyError) no entry with that id
+    ├── EntryNotFound           (also KeyError) no entry with that id
+    └── LLMError                (also RuntimeError) a model endpoint failed or answered badly
 
 Messages say what happened and what to do about it.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 __all__ = [
     "DarwinMemoError",
     "EntryNotFound",
+    "LLMError",
     "StoreError",
     "StoreFormatError",
     "StoreLockedError",
@@ -49,3 +51,16 @@ class EntryNotFound(DarwinMemoError, KeyError):
 
 class StoreNotFound(StoreError, FileNotFoundError):
     """The store file does not exist (and this operation does not create one)."""
+
+
+class LLMError(DarwinMemoError, RuntimeError):
+    """A language-model endpoint failed, timed out or answered with something unusable.
+
+    ``status`` is the HTTP status (0 when no response arrived); ``body`` is the
+    start of the response body, with any API key scrubbed out.
+    """
+
+    def __init__(self, message: str, status: int = 0, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body

@@ -4,15 +4,75 @@ A client has one method, ``complete(prompt, system="") -> str``. Helpers here
 clean up what models send back: reasoning blocks (``<think>...</think>``) are
 stripped before anything is parsed, and JSON arrays are dug out of code fences
 and surrounding prose.
+
+The clients speak HTTP with the standard library (``urllib``) only:
+
+- ``OllamaClient`` / ``OllamaEmbedder``: Ollama's native API (``/api/chat``,
+  ``/api/embed``), by default on ``http://localhost:11434``.
+- ``OpenAICompatClient``: OpenAI chat completions (``POST {base_url}/chat/completions``),
+  which OpenAI and local servers (llama.cpp, vLLM, LM Studio...) all speak.
+- ``AnthropicClient``: the Anthropic Messages API (``POST {base_url}/v1/messages``).
+
+Every request has a timeout; HTTP 429 and 5xx answers and refused connections are
+retried with exponential backoff (a ``Retry-After`` header wins, capped); timeouts
+are not retried, since a generation that ran out of time once will again. Failures
+raise ``LLMError`` (``OllamaError`` for Ollama) in one line naming the client, the
+model and the endpoint. API keys go only into request headers: they are scrubbed
+from every message and error body and never logged.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import logging
+import os
 import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_SYSTEM", "THINK_RE", "LLMClient", "parse_json_array", "strip_think"]
+from .errors import LLMError
+
+__all__ = [
+    "DEFAULT_ANTHROPIC_MODEL",
+    "DEFAULT_ANTHROPIC_URL",
+    "DEFAULT_OLLAMA_URL",
+    "DEFAULT_OPENAI_URL",
+    "DEFAULT_SYSTEM",
+    "THINK_RE",
+    "AnthropicClient",
+    "LLMClient",
+    "LLMError",
+    "OllamaClient",
+    "OllamaEmbedder",
+    "OllamaError",
+    "OpenAICompatClient",
+    "ollama_available",
+    "ollama_model_digest",
+    "parse_json_array",
+    "strip_think",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OLLAMA_URL = "http://localhost:11434"
+DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+ANTHROPIC_VERSION = "2023-06-01"
+USER_AGENT = "darwin-memo-llm/1"
+DEFAULT_RETRIES = 3
+DEFAULT_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+_BODY_LIMIT = 500
+_DETAIL_LIMIT = 200
+
+# Indirection so tests can record waits instead of sleeping.
+_sleep: Callable[[float], None] = time.sleep
 
 DEFAULT_SYSTEM = (
     "You are a precise knowledge-engineering assistant: answer only from what you are given."
@@ -51,3 +111,487 @@ def parse_json_array(text: str) -> list[Any]:
     except json.JSONDecodeError:
         return []
     return value if isinstance(value, list) else []
+
+
+class OllamaError(LLMError):
+    """An Ollama server failed or answered with something unusable."""
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+def _error_detail(body: str) -> str:
+    """The human part of an error body: ``{"error": "..."}`` or ``{"error": {"message": ...}}``."""
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, ValueError):
+        return _one_line(body, _DETAIL_LIMIT)
+    if isinstance(value, dict):
+        err = value.get("error", value)
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if isinstance(err, str):
+            return _one_line(err, _DETAIL_LIMIT)
+    return _one_line(body, _DETAIL_LIMIT)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else ``None``."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+class _Http:
+    """JSON over HTTP with timeouts, retries and key-safe one-line errors."""
+
+    def __init__(
+        self,
+        *,
+        client: str,
+        model: str,
+        base_url: str,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        headers: Mapping[str, str] | None = None,
+        secret: str | None = None,
+        error: type[LLMError] = LLMError,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self.client = client
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._headers = dict(headers or {})
+        self._secret = secret or None
+        self.error = error
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def fail(self, what: str, url: str, status: int = 0, body: str = "") -> LLMError:
+        message = f"{self.client} (model {self.model!r}, {url}): {what}"
+        return self.error(_scrub(message, self._secret), status, _scrub(body, self._secret))
+
+    def delay(self, attempt: int, retry_after: str | None) -> float:
+        asked = _retry_after(retry_after)
+        wait = asked if asked is not None else self.backoff * (2**attempt)
+        return min(wait, MAX_BACKOFF)
+
+    def request(
+        self,
+        path: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        retries: int | None = None,
+        hint: Callable[[int, str], str] | None = None,
+    ) -> dict[str, Any]:
+        """POST ``payload`` (GET when ``None``) and return the JSON object answered."""
+        url = self.url(path)
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **self._headers}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        method = "GET" if data is None else "POST"
+        budget = self.retries if retries is None else retries
+        attempt = 0
+        while True:
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    raw = resp.read()
+                    status = int(resp.status)
+            except urllib.error.HTTPError as exc:
+                try:
+                    body = exc.read().decode("utf-8", "replace")[:_BODY_LIMIT]
+                except OSError:
+                    body = ""
+                finally:
+                    exc.close()
+                if _retryable(exc.code) and attempt < budget:
+                    wait = self.delay(attempt, exc.headers.get("Retry-After"))
+                    log.info(
+                        "%s: HTTP %d from %s; retry %d/%d in %.2fs",
+                        self.client, exc.code, url, attempt + 1, budget, wait,
+                    )  # fmt: skip
+                    _sleep(wait)
+                    attempt += 1
+                    continue
+                what = f"HTTP {exc.code}: {_error_detail(body) or exc.reason}"
+                if _retryable(exc.code) and budget:
+                    what += f" (gave up after {budget + 1} attempts)"
+                if hint is not None:
+                    what += hint(exc.code, body)
+                raise self.fail(what, url, exc.code, body) from None
+            except TimeoutError:
+                raise self.fail(f"timed out after {self.timeout:g}s", url) from None
+            except urllib.error.URLError as exc:
+                if isinstance(exc.reason, TimeoutError):
+                    raise self.fail(f"timed out after {self.timeout:g}s", url) from None
+                if attempt < budget:
+                    wait = self.delay(attempt, None)
+                    log.info("%s: cannot reach %s; retry in %.2fs", self.client, url, wait)
+                    _sleep(wait)
+                    attempt += 1
+                    continue
+                raise self.fail(f"cannot connect: {exc.reason}", url) from None
+            except OSError as exc:  # reset or dropped connection mid-answer
+                if attempt < budget:
+                    _sleep(self.delay(attempt, None))
+                    attempt += 1
+                    continue
+                raise self.fail(f"connection failed: {exc}", url) from None
+            text = raw.decode("utf-8", "replace")
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                raise self.fail("answer is not JSON", url, status, text[:_BODY_LIMIT]) from None
+            if not isinstance(value, dict):
+                raise self.fail("answer is not a JSON object", url, status, text[:_BODY_LIMIT])
+            return value
+
+
+def _messages(prompt: str, system: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": system or DEFAULT_SYSTEM},
+        {"role": "user", "content": prompt},
+    ]
+
+
+def _ollama_hint(model: str) -> Callable[[int, str], str]:
+    def hint(status: int, body: str) -> str:
+        if "not found" in body.lower():
+            return f" (pull the model first: ollama pull {model})"
+        return ""
+
+    return hint
+
+
+class OllamaClient:
+    """A model served by Ollama, over its native ``/api/chat`` endpoint."""
+
+    def __init__(
+        self,
+        model: str = "llama3.2",
+        base_url: str = DEFAULT_OLLAMA_URL,
+        temperature: float = 0.0,
+        timeout: float = 120.0,
+        max_tokens: int = 1024,
+        think: bool | None = None,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.temperature = temperature
+        self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.think = think
+        self._http = _Http(
+            client="OllamaClient",
+            model=model,
+            base_url=self.base_url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            error=OllamaError,
+        )
+
+    def __repr__(self) -> str:
+        return f"OllamaClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def complete(self, prompt: str, system: str = "") -> str:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": _messages(prompt, system),
+            "stream": False,
+            "options": {"temperature": self.temperature, "num_predict": self.max_tokens},
+        }
+        if self.think is not None:
+            payload["think"] = self.think
+        answer = self._http.request("/api/chat", payload, hint=_ollama_hint(self.model))
+        url = self._http.url("/api/chat")
+        if "error" in answer:
+            raise self._http.fail(f"error: {_one_line(str(answer['error']), _DETAIL_LIMIT)}", url)
+        message = answer.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise self._http.fail("answer has no message.content", url, 200, json.dumps(answer))
+        return content
+
+
+class OllamaEmbedder:
+    """Text embeddings from Ollama (``/api/embed``; legacy ``/api/embeddings`` as fallback).
+
+    Callable like every embedder (``embedder(text) -> list[float]``); ``batch(texts)``
+    embeds many texts in one request.
+    """
+
+    def __init__(
+        self,
+        model: str = "nomic-embed-text",
+        base_url: str = DEFAULT_OLLAMA_URL,
+        timeout: float = 60.0,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._legacy = False
+        self._http = _Http(
+            client="OllamaEmbedder",
+            model=model,
+            base_url=self.base_url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            error=OllamaError,
+        )
+
+    def __repr__(self) -> str:
+        return f"OllamaEmbedder(model={self.model!r}, base_url={self.base_url!r})"
+
+    def __call__(self, text: str) -> list[float]:
+        return self.batch([text])[0]
+
+    def batch(self, texts: Sequence[str]) -> list[list[float]]:
+        items = list(texts)
+        if not items:
+            return []
+        if not self._legacy:
+            try:
+                answer = self._http.request(
+                    "/api/embed",
+                    {"model": self.model, "input": items},
+                    hint=_ollama_hint(self.model),
+                )
+            except OllamaError as exc:
+                # Old servers lack /api/embed; a 404 naming the model is a missing model.
+                if exc.status != 404 or "model" in exc.body.lower():
+                    raise
+                log.info(
+                    "OllamaEmbedder: %s has no /api/embed; using /api/embeddings", self.base_url
+                )
+                self._legacy = True
+            else:
+                return self._vectors(answer, len(items))
+        return [self._legacy_one(text) for text in items]
+
+    def _vectors(self, answer: dict[str, Any], count: int) -> list[list[float]]:
+        url = self._http.url("/api/embed")
+        if "error" in answer:
+            raise self._http.fail(f"error: {_one_line(str(answer['error']), _DETAIL_LIMIT)}", url)
+        vectors = answer.get("embeddings")
+        if not isinstance(vectors, list) or len(vectors) != count:
+            raise self._http.fail(f"expected {count} embeddings", url, 200)
+        return [_floats(vector, self._http, url) for vector in vectors]
+
+    def _legacy_one(self, text: str) -> list[float]:
+        url = self._http.url("/api/embeddings")
+        answer = self._http.request(
+            "/api/embeddings", {"model": self.model, "prompt": text}, hint=_ollama_hint(self.model)
+        )
+        if "error" in answer:
+            raise self._http.fail(f"error: {_one_line(str(answer['error']), _DETAIL_LIMIT)}", url)
+        return _floats(answer.get("embedding"), self._http, url)
+
+
+def _floats(vector: Any, http: _Http, url: str) -> list[float]:
+    if not isinstance(vector, list) or not vector:
+        raise http.fail("embedding is not a non-empty list of numbers", url, 200)
+    try:
+        return [float(x) for x in vector]
+    except (TypeError, ValueError):
+        raise http.fail("embedding is not a non-empty list of numbers", url, 200) from None
+
+
+def _tags(base_url: str, timeout: float) -> dict[str, Any]:
+    http = _Http(
+        client="ollama",
+        model="-",
+        base_url=base_url,
+        timeout=timeout,
+        retries=0,
+        backoff=0.0,
+        error=OllamaError,
+    )
+    return http.request("/api/tags")
+
+
+def ollama_available(base_url: str = DEFAULT_OLLAMA_URL, timeout: float = 2.0) -> bool:
+    """True when an Ollama server answers ``GET /api/tags`` at ``base_url``."""
+    try:
+        _tags(base_url, timeout)
+    except LLMError:
+        return False
+    return True
+
+
+def ollama_model_digest(
+    model: str, base_url: str = DEFAULT_OLLAMA_URL, timeout: float = 5.0
+) -> str | None:
+    """The digest of ``model`` as the server lists it (bare names match ``name:latest``)."""
+    wanted = {model} if ":" in model else {model, f"{model}:latest"}
+    listed = _tags(base_url, timeout).get("models")
+    for item in listed if isinstance(listed, list) else []:
+        if isinstance(item, dict) and (item.get("name") in wanted or item.get("model") in wanted):
+            digest = item.get("digest")
+            return digest if isinstance(digest, str) else None
+    return None
+
+
+class OpenAICompatClient:
+    """Any server speaking OpenAI chat completions (OpenAI itself, llama.cpp, vLLM...).
+
+    ``base_url`` is the API root including ``/v1`` (default: env ``OPENAI_BASE_URL``,
+    else OpenAI). The key comes from ``api_key`` or env ``OPENAI_API_KEY``; without one
+    no ``Authorization`` header is sent, which local servers accept.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        max_tokens: int = 1024,
+        *,
+        api_key: str | None = None,
+        temperature: float | None = 0.0,
+        timeout: float = 120.0,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        self.model = model
+        self.base_url = (
+            base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
+        ).rstrip("/")
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = _Http(
+            client="OpenAICompatClient",
+            model=model,
+            base_url=self.base_url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            headers=headers,
+            secret=key,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def complete(self, prompt: str, system: str = "") -> str:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": _messages(prompt, system),
+            "max_tokens": self.max_tokens,
+        }
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        answer = self._http.request("/chat/completions", payload)
+        choices = answer.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            url = self._http.url("/chat/completions")
+            raise self._http.fail("answer has no choices[0].message.content", url, 200)
+        return content
+
+
+class AnthropicClient:
+    """Claude over the Anthropic Messages API; the reply's text blocks are joined.
+
+    ``model`` defaults to env ``DARWIN_MEMO_MODEL``, else ``claude-sonnet-4-6``. The key
+    comes from ``api_key`` or env ``ANTHROPIC_API_KEY``; ``base_url`` from the argument,
+    env ``ANTHROPIC_BASE_URL``, else the public API.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        max_tokens: int = 1024,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        self.model = model or os.environ.get("DARWIN_MEMO_MODEL") or DEFAULT_ANTHROPIC_MODEL
+        self.max_tokens = max_tokens
+        self.base_url = (
+            base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_URL
+        ).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise LLMError(
+                f"AnthropicClient (model {self.model!r}, {self.base_url}): no API key; "
+                "set ANTHROPIC_API_KEY or pass api_key="
+            )
+        self._http = _Http(
+            client="AnthropicClient",
+            model=self.model,
+            base_url=self.base_url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            headers={"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION},
+            secret=key,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def complete(self, prompt: str, system: str = "") -> str:
+        payload = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system or DEFAULT_SYSTEM,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        answer = self._http.request("/v1/messages", payload)
+        blocks = answer.get("content")
+        if not isinstance(blocks, list):
+            raise self._http.fail(
+                "answer has no content blocks", self._http.url("/v1/messages"), 200
+            )
+        return "".join(
+            block["text"]
+            for block in blocks
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        )
