@@ -372,3 +372,28 @@ def test_damaged_entry_row_is_refused_when_read(tmp_path: Path) -> None:
     with pytest.raises(StoreFormatError, match=bad.id):
         ledger.verify()
     assert ledger.decide("cafeteria menu owner").provenance  # rows it never reads still serve
+
+
+def test_a_long_lived_handle_does_not_cache_the_whole_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCP server or dashboard keeps one handle for days: its entry cache is bounded."""
+    from darwin_memo.backends import sqlstore
+
+    monkeypatch.setattr(sqlstore, "CACHE_LIMIT", 10)
+    path = tmp_path / "s.db"
+    with Ledger.open(path) as setup:
+        for i in range(40):
+            setup.add(f"how do I restart service{i} safely?", f"drain service{i} first.")
+    ledger = Ledger.open(path)
+    for i in range(40):
+        ticket = ledger.decide(f"how do I restart service{i} safely?")
+        assert ticket.deciding_entry
+        assert ledger.settle(ticket.id, 1.0)
+        cached = len(ledger.store._population) + len(ledger.store._graveyard)  # type: ignore[attr-defined]
+        assert cached <= 10 + 5, cached
+    ledger.tick()
+    assert ledger.verify() == []
+    ledger.close()
+    with Ledger.open(path) as fresh, Ledger.open(path) as other:
+        assert fresh.stats() == other.stats() and fresh.stats()["alive"] == 40

@@ -216,6 +216,9 @@ class SqliteBackend:
         return int(loads(row[0])) if row else 0
 
     def _sync(self, ledger: Ledger) -> None:
+        trim = getattr(ledger.store, "trim_cache", None)
+        if trim is not None:
+            trim()
         if getattr(ledger, "_stale", False) or self._seen < 0:
             self._read_all(ledger)
             ledger._stale = False

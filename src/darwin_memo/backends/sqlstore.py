@@ -39,6 +39,8 @@ __all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens", "write_entri
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
+#: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
+CACHE_LIMIT = 20_000
 
 
 def _dumps(value: Any) -> str:
@@ -332,6 +334,15 @@ class SqlStore(MemoryStore):
             dead = self._graveyard.get(entry_id)
             if dead is not None:
                 self._write(dead, False)
+
+    def trim_cache(self) -> None:
+        """Between operations, drop the entry cache once it outgrows ``CACHE_LIMIT``.
+
+        A long-lived process (an MCP server, the dashboard) would otherwise end up
+        holding every entry it ever read. Rows are the truth, so nothing is lost.
+        """
+        if not self.dirty and len(self._population) + len(self._graveyard) > CACHE_LIMIT:
+            self.forget_cached()
 
     def forget_cached(self, ids: Iterable[str] | None = None) -> None:
         """Drop cached entries (all of them when ``ids`` is None)."""
