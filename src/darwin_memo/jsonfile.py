@@ -19,7 +19,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -219,6 +218,8 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
             raise StoreError(f"refusing to write {p}: it exists and is not a regular file")
         mode = st.st_mode & 0o777
     try:
+        import tempfile  # only writers of JSON files need it
+
         fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
     except FileNotFoundError:
         raise StoreNotFound(f"cannot write {p}: the directory {p.parent} does not exist") from None
