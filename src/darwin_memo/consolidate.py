@@ -180,6 +180,7 @@ def _jaccard_partners(
     del staged
     ratio = threshold / (1.0 + threshold)
     shrink, grow = 1 - 1e-9, 1 + 1e-9
+    set_size = [len(ts) for ts in tokens]
 
     def partners(i: int, skip: set[int]) -> list[int]:
         seq = ordered[i]
@@ -205,12 +206,14 @@ def _jaccard_partners(
                     found.update(members[:cut])
         found -= skip
         ta = tokens[i]
-        out = []
-        for j in sorted(found):
-            tb = tokens[j]
-            inter = len(ta & tb)
-            if inter / (len(ta) + len(tb) - inter) >= threshold:
-                out.append(j)
+        la = len(ta)
+        # Exact Jaccard, as the pairwise scan computes it (same float expression).
+        out = [
+            j
+            for j in found
+            if (inter := len(ta & tokens[j])) / (la + set_size[j] - inter) >= threshold
+        ]
+        out.sort()
         return out
 
     return partners
