@@ -7,37 +7,48 @@ QUERIES.json is what ``bench/perf/lessons.py`` writes (``{"realistic": [...],
 store's balances do not change. Used for the idle spot check in docs/performance.md.
 """
 
+from __future__ import annotations
+
 import json
 import sys
 import time
 
 from darwin_memo.ledger import Ledger
 
-path, qfile = sys.argv[1], sys.argv[2]
-qs = json.load(open(qfile))
-t = time.perf_counter()
-L = Ledger.open(path, create=False)
-t_open = time.perf_counter() - t
+
+def _ms(sorted_seconds: list[float], q: float) -> float:
+    return sorted_seconds[min(len(sorted_seconds) - 1, int(len(sorted_seconds) * q))] * 1e3
 
 
-def run(name, queries):
-    w = []
-    c = []
-    for q in queries:
-        t = time.perf_counter()
-        p = time.process_time()
-        tk = L.decide(q)
-        w.append(time.perf_counter() - t)
-        c.append(time.process_time() - p)
-        if tk.deciding_entry:
-            L.abandon(tk.id)
-    w.sort()
-    c.sort()
+def run(ledger: Ledger, name: str, queries: list[str]) -> None:
+    wall: list[float] = []
+    cpu: list[float] = []
+    for query in queries:
+        t, c = time.perf_counter(), time.process_time()
+        ticket = ledger.decide(query)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+        if ticket.deciding_entry:
+            ledger.abandon(ticket.id)
+    wall.sort()
+    cpu.sort()
     print(
-        f"{name}: n={len(w)} wall p50 {w[len(w) // 2] * 1e3:.2f} p95 {w[int(len(w) * 0.95)] * 1e3:.1f} max {w[-1] * 1e3:.1f} ms; cpu p50 {c[len(c) // 2] * 1e3:.2f} ms"
+        f"{name}: n={len(wall)} wall p50 {_ms(wall, 0.5):.2f} p95 {_ms(wall, 0.95):.1f} "
+        f"max {wall[-1] * 1e3:.1f} ms; cpu p50 {_ms(cpu, 0.5):.2f} ms"
     )
 
 
-print(f"open {t_open * 1e3:.1f} ms")
-run("realistic", qs["realistic"])
-run("adversarial", qs["adversarial"])
+def main() -> None:
+    store, query_file = sys.argv[1], sys.argv[2]
+    with open(query_file, encoding="utf-8") as fh:
+        queries = json.load(fh)
+    t = time.perf_counter()
+    ledger = Ledger.open(store, create=False)
+    print(f"open {(time.perf_counter() - t) * 1e3:.1f} ms")
+    run(ledger, "realistic", queries["realistic"])
+    run(ledger, "adversarial", queries["adversarial"])
+    ledger.close()
+
+
+if __name__ == "__main__":
+    main()
