@@ -218,30 +218,34 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
             raise StoreError(f"refusing to write {p}: it exists and is not a regular file")
         mode = st.st_mode & 0o777
     try:
-        import tempfile  # only writers of JSON files need it
-
-        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+        replace_file(p, (data + "\n").encode("utf-8"), mode)
     except FileNotFoundError:
         raise StoreNotFound(f"cannot write {p}: the directory {p.parent} does not exist") from None
     except PermissionError:
         raise StoreError(f"cannot write {p}: permission denied in {p.parent}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot write {p}: {exc.strerror or exc}") from None
+
+
+def replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Replace ``path`` with ``data`` atomically: a fsynced sibling temporary file is
+    renamed over it, then the directory is fsynced. The temporary file never outlives
+    a failure; ``OSError`` reaches the caller, who words it."""
+    import tempfile  # only writers of whole files need it
+
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise StoreError(f"cannot write {p}: {exc.strerror or exc}") from None
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(p.parent)
+    _fsync_dir(path.parent)
 
 
 def save_payload(path: str | Path, payload: Any) -> None:

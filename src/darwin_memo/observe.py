@@ -40,6 +40,7 @@ __all__ = [
     "entry_status",
     "filter_events",
     "read_events",
+    "tick_fields",
     "timeline",
     "top",
     "top_row",
@@ -399,6 +400,18 @@ def audit_digest(events: Sequence[JsonDict], ledger: Ledger | None = None) -> Js
 # -- dashboard pieces --------------------------------------------------------------
 
 
+def tick_fields(event: JsonDict) -> JsonDict:
+    """The population statistics a ``tick`` event records, read defensively."""
+    return {
+        "tick": _int(event.get("tick")),
+        "population": _int(event.get("population")),
+        "total_energy": _opt_num(event.get("total_energy")),
+        "deaths": _int(event.get("deaths")),
+        "merges": _int(event.get("merges")),
+        "pending": _int(event.get("pending")),
+    }
+
+
 def timeline(events: Sequence[JsonDict]) -> list[JsonDict]:
     """One row per tick record, with the settle deltas logged since the previous tick.
 
@@ -418,17 +431,7 @@ def timeline(events: Sequence[JsonDict]) -> list[JsonDict]:
             open_settles = True
             open_tick = _int(e.get("tick"))
         elif kind == "tick":
-            rows.append(
-                {
-                    "tick": _int(e.get("tick")),
-                    "population": _int(e.get("population")),
-                    "total_energy": _opt_num(e.get("total_energy")),
-                    "deaths": _int(e.get("deaths")),
-                    "merges": _int(e.get("merges")),
-                    "pending": _int(e.get("pending")),
-                    "delta": _r6(math.fsum(deltas)),
-                }
-            )
+            rows.append({**tick_fields(e), "delta": _r6(math.fsum(deltas))})
             deltas, open_settles = [], False
     if open_settles:
         rows.append(

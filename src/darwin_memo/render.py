@@ -45,7 +45,6 @@ import contextlib
 import math
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .errors import DarwinMemoError, StoreNotFound
+from .jsonfile import replace_file
 from .store import MemoryStore
 from .types import EntryKind, MemoryEntry
 
@@ -388,24 +388,9 @@ def _write_text(path: Path, text: str) -> None:
         mode = path.stat().st_mode & 0o777
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        replace_file(path, text.encode("utf-8"), mode)
     except OSError as exc:
         raise RenderError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise RenderError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass

@@ -53,6 +53,7 @@ from .observe import (
     entry_life,
     filter_events,
     read_events,
+    tick_fields,
     timeline,
     top_row,
 )
@@ -153,12 +154,7 @@ def series(
                 died(entry_id, burial_cause(entry_id))
             rows.append(
                 {
-                    "tick": _int(e.get("tick")),
-                    "population": _int(e.get("population")),
-                    "total_energy": _opt_num(e.get("total_energy")),
-                    "deaths": _int(e.get("deaths")),
-                    "merges": _int(e.get("merges")),
-                    "pending": _int(e.get("pending")),
+                    **tick_fields(e),
                     "upkeep_charged": _opt_num(e.get("upkeep_charged")),
                     **_finish(current),
                 }
