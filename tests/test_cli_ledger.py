@@ -171,3 +171,43 @@ def test_import_views_and_migrate(tmp_path: Path) -> None:
     refused = cli("migrate", "mine.db", "mine.json", cwd=tmp_path)
     assert refused.returncode == 1 and b"already exists" in refused.stderr
     assert cli("import", "nope.json", "mine.db", cwd=tmp_path).returncode == 1
+
+
+ARGVS = [
+    ["s.db", "decide", "restart the api"],
+    ["s.db", "--scale", "2", "decide", "q", "-k", "5", "--half-life", "3", "--kind", "explicit"],
+    ["--scale", "decide", "s.db", "decide", "q"],  # a --scale value that names an op
+    ["tick", "tick", "--expire-after", "3"],  # a store path that names an op
+    ["settle", "decide", "abc"],  # the store "settle", op decide
+    ["s.db", "settle", "t1", "-0.5", "--detail", "ci run 7"],
+    ["s.db", "add", "q", "a", "--source", "ci"],
+    ["s.db", "stats"],
+    ["s.db", "obituary", "e1"],
+    ["s.db", "verify"],
+    # usage errors: the messages must be the whole parser's
+    ["s.db"],
+    ["s.db", "decide"],
+    ["s.db", "decide", "q", "-k", "many"],
+    ["s.db", "decide", "q", "--half-life", "-1"],
+    ["s.db", "settle", "t1"],
+    ["s.db", "nonsense", "x"],
+    ["s.db", "stats", "extra"],
+    ["s.db", "tick", "--expire-after"],
+]
+
+
+@pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a) or "empty" for a in ARGVS])
+def test_parsing_one_operation_matches_the_whole_parser(argv: list[str]) -> None:
+    """main_ledger builds only the expected operation's parser; nothing may change by it."""
+    from darwin_memo.cli.ledger_cmd import UsageError, _parse, build_ledger_parser
+
+    full = build_ledger_parser()
+    try:
+        expected: object = vars(full.parse_args(argv))
+    except UsageError as exc:
+        expected = f"{exc} (usage: {full.format_usage().strip()[7:]})"
+    try:
+        got: object = vars(_parse(argv))
+    except UsageError as exc:
+        got = str(exc)
+    assert got == expected

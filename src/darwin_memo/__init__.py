@@ -6,8 +6,6 @@ decided. Poisoned advice is executed by the environment it damaged, trivia
 starves, near-duplicates merge.
 """
 
-import typing as _typing
-
 # `consolidate` is both a submodule and a function; import the function eagerly so the
 # submodule (imported later by the ledger) can never shadow it.
 from .consolidate import consolidate
@@ -70,7 +68,8 @@ _LAZY = {
     "rent_multipliers": "environments",
 }
 
-if _typing.TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     from .consolidate import DEFAULT_MERGE_THRESHOLD
     from .economy import Books
     from .encode import Document, LocalEncoder, demo_corpus
@@ -121,8 +120,10 @@ if _typing.TYPE_CHECKING:
     from .testsuite_env import RentedTestSuiteEnv, TestSuiteEnv
     from .types import CycleStats, EntryKind, MemoryEntry, Outcome, Task, Trajectory
 
+del TYPE_CHECKING  # not a public name
 
-def __getattr__(name: str) -> _typing.Any:
+
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'darwin_memo' has no attribute {name!r}")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from .records import record
 from .types import EntryKind, MemoryEntry
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .retrieval import LexicalRetriever
     from .store import MemoryStore
@@ -41,7 +41,7 @@ SOURCE_POLICIES = ("off", "shared", "identical")
 MERGE_SIMILARITIES = ("jaccard", "weighted")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Merge:
     """One merge: the heir, the member ids it absorbed, and energy clipped at the cap."""
 

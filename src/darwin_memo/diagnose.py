@@ -8,7 +8,7 @@ same thresholds.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from .records import record
 
 __all__ = [
     "MIN_DEATHS",
@@ -31,7 +31,7 @@ STARVED_SHARE = 0.5
 MIN_QUIET_TICKS = 10
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """One diagnosis: what is wrong, the evidence, and what to do."""
 
@@ -42,7 +42,13 @@ class Finding:
     fix: str
 
     def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
 
 
 def selection_findings(

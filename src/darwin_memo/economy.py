@@ -16,7 +16,8 @@ loss is still made, as published, but it is posted as ``cap`` with the merge.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+
+from .records import field, record
 
 __all__ = [
     "CREDIT_GAIN",
@@ -62,7 +63,7 @@ def credit_amount(delta: float, resource_scale: float, gain: float = CREDIT_GAIN
     return gain * math.tanh(delta / resource_scale)
 
 
-@dataclass
+@record
 class Books:
     """Running totals of energy movements, by reason (signed; + flows in)."""
 

@@ -6,7 +6,8 @@ One root, so callers can catch everything the package raises on purpose::
     ├── StoreError              a store could not be read or written
     │   ├── StoreFormatError    (also ValueError) the file is not a darwin-memo store
     │   ├── StoreLockedError    (also RuntimeError) another process holds the store
-    │   └── StoreNotFound       (also FileNotFoundError) no store at that path
+    │   ├── StoreNotFound       (also FileNotFoundError) no store at that path
+    │   └── StoreUnavailableError  the store's server cannot be reached or went away
     ├── EntryNotFound           (also KeyError) no entry with that id
     └── LLMError                (also RuntimeError) a model endpoint failed or answered badly
 
@@ -23,6 +24,7 @@ __all__ = [
     "StoreFormatError",
     "StoreLockedError",
     "StoreNotFound",
+    "StoreUnavailableError",
 ]
 
 
@@ -40,6 +42,15 @@ class StoreFormatError(StoreError, ValueError):
 
 class StoreLockedError(StoreError, RuntimeError):
     """Another process holds the store's lock and did not release it in time."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server (PostgreSQL) cannot be reached or went away mid-operation.
+
+    Nothing half-done is left behind: the server rolls back an interrupted
+    transaction. Retrying once the server is back is safe, except after a failed
+    commit, whose message says to look before retrying.
+    """
 
 
 class EntryNotFound(DarwinMemoError, KeyError):

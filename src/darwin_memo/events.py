@@ -16,10 +16,13 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any
 
 from .jsonfile import loads
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "EVENT_LOG_KEEP",
@@ -35,12 +38,16 @@ EVENT_LOG_KEEP = 3
 
 def event_log_path(store_path: str | Path) -> Path:
     """``lessons.json`` -> ``lessons.events.jsonl`` (the published convention)."""
+    from pathlib import Path
+
     p = Path(store_path)
     return p.with_name(p.stem + ".events.jsonl")
 
 
 def event_log_paths(path: str | Path, keep: int = EVENT_LOG_KEEP) -> list[Path]:
     """Existing journal files, oldest first: rotations (highest number first), then live."""
+    from pathlib import Path
+
     p = Path(path)
     rotated: list[tuple[int, Path]] = []
     if p.parent.is_dir():
@@ -64,6 +71,8 @@ class EventLog:
         max_bytes: int = EVENT_LOG_MAX_BYTES,
         keep: int = EVENT_LOG_KEEP,
     ) -> None:
+        from pathlib import Path
+
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.keep = keep

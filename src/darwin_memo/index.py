@@ -29,11 +29,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Collection, Hashable, Sequence
-from typing import TypeVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    K = TypeVar("K", bound=Hashable)
 
 __all__ = ["top_candidates"]
-
-K = TypeVar("K", bound=Hashable)
 
 
 def top_candidates(

@@ -22,8 +22,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from .errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 
@@ -31,6 +29,11 @@ try:  # POSIX only; elsewhere the lock is a no-op, as documented
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -46,6 +49,8 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 
 
 def lock_path(path: str | Path) -> Path:
+    from pathlib import Path
+
     p = Path(path)
     return p.with_name(p.name + ".lock")
 
@@ -108,6 +113,8 @@ def store_lock(path: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Itera
     re-taken many times a second). Other threads, and programs that use SIGALRM
     themselves, poll at least every 10 ms.
     """
+    from pathlib import Path
+
     if fcntl is None:  # pragma: no cover
         yield
         return
@@ -173,6 +180,8 @@ def loads(text: str | bytes) -> Any:
 
 def read_json(path: str | Path) -> Any:
     """Decode a JSON file, with one-line errors that name the file."""
+    from pathlib import Path
+
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -206,6 +215,8 @@ def read_json(path: str | Path) -> Any:
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write ``payload`` as indented JSON, atomically; never writes NaN or Infinity."""
+    from pathlib import Path
+
     p = Path(path)
     try:
         data = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
@@ -269,6 +280,8 @@ def remove_stale_temps(path: str | Path) -> int:
 
     Call only while holding the store's lock: no live writer can own one then.
     """
+    from pathlib import Path
+
     p = Path(path)
     removed = 0
     with contextlib.suppress(OSError):

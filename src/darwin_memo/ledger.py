@@ -26,19 +26,21 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .consolidate import merge_groups
 from .errors import DarwinMemoError, StoreFormatError
 from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
 from .protocol import ProtocolAnswer, QueryProtocol
+from .records import field, record
 from .store import MemoryStore
 from .survival import SurvivalConfig, advance_lifecycle, assign_credit
 from .types import EntryKind, MemoryEntry, utc_now_iso
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
     from .backends import Backend
 
 __all__ = [
@@ -78,7 +80,7 @@ def new_ticket_id() -> str:
     return os.urandom(12).hex()  # 96 bits from the OS CSPRNG, as secrets.token_hex
 
 
-@dataclass
+@record
 class Ticket:
     """A decision awaiting its measured outcome."""
 
@@ -145,7 +147,7 @@ def _delta_text(x: float) -> str:
     return f"{x:+g}"
 
 
-@dataclass
+@record
 class Changes:
     """What one operation did, for the backend to write in one transaction."""
 

@@ -9,9 +9,8 @@ say nothing than to guess.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .consolidate import DEFAULT_MERGE_THRESHOLD
+from .records import field, record
 from .store import MemoryStore
 from .temporal import render_consult
 from .types import EntryKind
@@ -19,7 +18,7 @@ from .types import EntryKind
 __all__ = ["ProtocolAnswer", "QueryProtocol"]
 
 
-@dataclass
+@record
 class ProtocolAnswer:
     """An answer with its provenance. ``text == ""`` means memory is silent."""
 

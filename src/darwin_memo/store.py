@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from . import economy, jsonfile
 from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
+from .records import record
 from .retrieval import LexicalRetriever, Retriever, tokenize
 from .temporal import recency_weight
 from .types import EntryKind, MemoryEntry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "MIN_UPKEEP_SCALE",
@@ -41,7 +44,7 @@ __all__ = [
 MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadProblem:
     """One stored record that could not be read; its raw form is kept and written back."""
 

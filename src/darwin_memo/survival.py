@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from . import economy
 from .consolidate import (
@@ -25,8 +23,10 @@ from .consolidate import (
 )
 from .diagnose import selection_findings
 from .protocol import QueryProtocol
+from .records import field, record
 from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the ledger imports this module; keep its start-up light
     from .environments import Environment
     from .store import MemoryStore
@@ -47,7 +47,7 @@ EXPERIENCE_DEDUP = 0.8
 _CONFIRMED = " Confirmed by outcome: "
 
 
-@dataclass
+@record
 class SurvivalConfig:
     """The knobs of a selection run (defaults are the published ones)."""
 
@@ -185,7 +185,7 @@ def death_cause(
     return "starved"
 
 
-@dataclass
+@record
 class SurvivalReport:
     """Per-cycle statistics and every trajectory of a run."""
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+import time
 from enum import Enum
-from typing import Any
 
 from .errors import StoreFormatError
+from .records import field, field_names, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "ALIVE_EPSILON",
@@ -35,7 +38,8 @@ ALIVE_EPSILON = 1e-9
 
 def utc_now_iso() -> str:
     """Now, in UTC, ISO-8601 at second precision (``2026-11-29T23:38:15+00:00``)."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    # time.strftime rather than datetime: the same text, without importing datetime.
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def new_id() -> str:
@@ -66,7 +70,7 @@ _LIFECYCLE_DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass
+@record
 class MemoryEntry:
     """A self-contained question/answer lesson with an energy balance."""
 
@@ -197,7 +201,7 @@ class MemoryEntry:
         if not isinstance(pinned, bool):
             raise bad("pinned", "true or false")
 
-        known_keys = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        known_keys = _ENTRY_KEYS
         return cls(
             question=text("question"),
             answer=text("answer"),
@@ -219,7 +223,10 @@ class MemoryEntry:
         )
 
 
-@dataclass(frozen=True)
+_ENTRY_KEYS = frozenset(field_names(MemoryEntry)) - {"extra"}
+
+
+@record(frozen=True)
 class Outcome:
     """A measured change in a conserved resource. Never a grade."""
 
@@ -227,7 +234,7 @@ class Outcome:
     detail: str = ""
 
 
-@dataclass
+@record
 class Task:
     """One decision an environment asks memory about."""
 
@@ -235,7 +242,7 @@ class Task:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Trajectory:
     """What happened to one task: the answer, who decided it, what it measured."""
 
@@ -247,7 +254,7 @@ class Trajectory:
     outcome: Outcome
 
 
-@dataclass
+@record
 class CycleStats:
     """One row of the survival table."""
 

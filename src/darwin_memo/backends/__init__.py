@@ -19,15 +19,14 @@ How a path picks its backend (``open_backend``):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import StoreFormatError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..ledger import Changes, Ledger
+    from pathlib import Path
+
+    from .interface import Backend
 
 __all__ = [
     "JSON_SUFFIXES",
@@ -43,32 +42,14 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-class Backend(Protocol):
-    """What the ledger needs from storage."""
+def __getattr__(name: str) -> object:
+    # The interface is a typing.Protocol; importing typing costs a one-shot CLI call
+    # more than the call itself needs, so it is defined in its own module.
+    if name == "Backend":
+        from .interface import Backend
 
-    path: Path
-    kind: str
-    #: Whether notes live in the ledger's memory (and so in its payload).
-    history_in_memory: bool
-    created: bool
-
-    def load(self, ledger: Ledger) -> None:
-        """Fill ``ledger`` with the stored state."""
-        ...
-
-    def refresh(self, ledger: Ledger) -> None:
-        """Bring ``ledger`` up to date with writes made elsewhere (cheap when none)."""
-        ...
-
-    def transaction(self, ledger: Ledger, changes: Changes) -> AbstractContextManager[None]:
-        """Exclusive write: refresh, run the body, then write ``changes`` atomically."""
-        ...
-
-    def history(self, entry_id: str) -> list[Any]: ...
-
-    def events(self) -> Iterator[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
+        return Backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # SQLite's locks are POSIX record locks, which belong to the process: closing *any*
@@ -118,14 +99,14 @@ def backend_kind(path: str | Path) -> str:
     """``"json"``, ``"sqlite"`` or ``"postgres"`` for a store path (module docstring)."""
     if is_postgres_url(path):
         return "postgres"
-    p = Path(path)
-    suffix = p.suffix.lower()
+    p = os.fspath(path)
+    suffix = os.path.splitext(p)[1].lower()
     if suffix in JSON_SUFFIXES:
         return "json"
     if suffix in SQLITE_SUFFIXES or is_live_sqlite(p):
         return "sqlite"
     try:
-        with p.open("rb") as fh:
+        with open(p, "rb") as fh:
             head = fh.read(64)
     except FileNotFoundError:
         return "sqlite"

@@ -16,8 +16,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..jsonfile import loads
@@ -25,7 +23,11 @@ from ..migrations import apply_migrations
 from ..types import MemoryEntry
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
     from ..ledger import Changes, Ledger, Ticket
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
@@ -44,38 +46,53 @@ class SqliteBackend:
     def __init__(
         self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
     ) -> None:
-        self.path = Path(path)
+        #: The store file as given (``path`` is the same as a ``Path``). Plain ``os``
+        #: calls here keep ``pathlib`` out of a one-shot CLI call.
+        self.file = os.fspath(path)
         self.lock_timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
         self.created = False
-        if not self.path.exists():
+        if not os.path.exists(self.file):
             if not create:
-                raise StoreNotFound(f"{self.path}: no such store")
+                raise StoreNotFound(f"{self.file}: no such store")
             self.created = self._create()
-        if self.path.is_dir():
-            raise StoreFormatError(f"{self.path} is a directory, not a store")
-        if self.path.stat().st_size == 0:
+        if os.path.isdir(self.file):
+            raise StoreFormatError(f"{self.file} is a directory, not a store")
+        if os.path.getsize(self.file) == 0:
             raise StoreFormatError(
-                f"{self.path} is empty: not a darwin-memo store (refusing to use it)"
+                f"{self.file} is empty: not a darwin-memo store (refusing to use it)"
             )
-        if not is_live_sqlite(self.path):  # see backends._LIVE_SQLITE: never reopen a live file
-            with self.path.open("rb") as fh:
+        if not is_live_sqlite(self.file):  # see backends._LIVE_SQLITE: never reopen a live file
+            with open(self.file, "rb") as fh:
                 if fh.read(16) != b"SQLite format 3\x00":
                     raise StoreFormatError(
-                        f"{self.path} is not an SQLite database (refusing to use or overwrite it)"
+                        f"{self.file} is not an SQLite database (refusing to use or overwrite it)"
                     )
         try:
             self.conn = sqlite3.connect(
-                self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+                self.file, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
             )
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self._synchronous = "FULL"
-            apply_migrations(self.conn, str(self.path))
+            apply_migrations(self.conn, self.file)
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
-        self._live_key = hold_sqlite(self.path)
+        self._live_key = hold_sqlite(self.file)
         self._seen = -1
         self.txn_version = 0
+
+    @property
+    def path(self) -> Path:
+        path: Path | None = self.__dict__.get("_path")
+        if path is None:
+            from pathlib import Path
+
+            path = self._path = Path(self.file)
+        return path
+
+    @path.setter
+    def path(self, value: Path) -> None:
+        self._path = value
 
     def _create(self) -> bool:
         """Create the store atomically: build it aside, then link it into place.
@@ -83,27 +100,29 @@ class SqliteBackend:
         Another process creating the same store at the same moment wins or loses
         the link cleanly; nobody ever sees a half-initialised file.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{id(self):x}.new")
+        directory, name = os.path.split(self.file)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f"{name}.{os.getpid()}.{id(self):x}.new")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.close(fd)
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                apply_migrations(conn, str(self.path))
+                apply_migrations(conn, self.file)
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 conn.close()
             try:
-                os.link(tmp, self.path)
+                os.link(tmp, self.file)
                 return True
             except FileExistsError:
                 return False
         finally:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(str(tmp) + suffix)
+                    os.unlink(tmp + suffix)
 
     def _raise(self, exc: sqlite3.Error, doing: str) -> None:
         message = str(exc)

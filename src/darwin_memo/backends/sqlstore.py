@@ -22,7 +22,6 @@ import json
 import math
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreFormatError
 from ..index import top_candidates
@@ -32,7 +31,10 @@ from ..store import MemoryStore
 from ..temporal import recency_weight
 from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .sqlite import SqliteBackend
 
 __all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens", "write_entries_bulk"]

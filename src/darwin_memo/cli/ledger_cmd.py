@@ -3,7 +3,8 @@
 ``ledger`` operations print exactly one JSON object on stdout, in the published
 shapes (the OpenClaw plugin parses them). Failures print ``{"error": ...,
 "code": ...}`` on stdout and exit non-zero: ``usage`` (exit 2), ``bad_input``,
-``store_not_found``, ``store_corrupt``, ``store_locked``, ``internal`` (exit 1).
+``store_not_found``, ``store_corrupt``, ``store_locked``, ``store_unavailable`` (a
+PostgreSQL server that cannot be reached or went away; retry), ``internal`` (exit 1).
 
 A missing store is created by ``add`` (and by ``import``), so a fresh agent can
 start writing at once. Every other operation leaves a missing path alone: it
@@ -21,17 +22,21 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NoReturn
 
 from ..errors import (
     DarwinMemoError,
     StoreFormatError,
     StoreLockedError,
     StoreNotFound,
+    StoreUnavailableError,
 )
 from ..types import EntryKind
 from .common import CliError, positive_float, query_text, read_text_arg
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, NoReturn
 
 __all__ = ["main_ledger", "register"]
 
@@ -64,7 +69,29 @@ def _scale(text: str) -> float:
     return value
 
 
-def build_ledger_parser() -> JsonArgumentParser:
+#: Every ledger operation, in the order ``--help`` lists them.
+OPS = (
+    "decide",
+    "settle",
+    "abandon",
+    "add",
+    "forget",
+    "pin",
+    "unpin",
+    "obituary",
+    "tick",
+    "stats",
+    "verify",
+)
+
+
+def build_ledger_parser(only: str | None = None) -> JsonArgumentParser:
+    """The ``ledger`` parser; ``only`` builds just that operation's subparser.
+
+    Building all eleven subparsers is about a tenth of a one-shot CLI call's work, so
+    ``main_ledger`` builds the one it expects and falls back to the whole parser when
+    that fails (the whole parser's messages are the ones users see).
+    """
     p = JsonArgumentParser(
         prog="darwin-memo ledger",
         description="Event-driven ledger operations on a store; prints one JSON object.",
@@ -74,25 +101,32 @@ def build_ledger_parser() -> JsonArgumentParser:
     ops = p.add_subparsers(dest="op", metavar="OP", parser_class=JsonArgumentParser)
     ops.required = True
 
-    o = ops.add_parser("decide", help="answer a question; returns a ticket")
-    o.add_argument("question", help="the question, or - to read it from stdin")
-    o.add_argument("-k", type=int, default=3, help="entries to consult (3)")
-    o.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
-    o.add_argument("--kind", choices=[k.value for k in EntryKind])
-    o.add_argument("--source")
+    def wanted(name: str) -> bool:
+        return only is None or only == name
 
-    o = ops.add_parser("settle", help="report a measured delta for a ticket")
-    o.add_argument("ticket_id")
-    o.add_argument("delta", help="the measured change (negative numbers need no --)")
-    o.add_argument("--detail", default="", help="what was measured (run id, test counts)")
+    if wanted("decide"):
+        o = ops.add_parser("decide", help="answer a question; returns a ticket")
+        o.add_argument("question", help="the question, or - to read it from stdin")
+        o.add_argument("-k", type=int, default=3, help="entries to consult (3)")
+        o.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
+        o.add_argument("--kind", choices=[k.value for k in EntryKind])
+        o.add_argument("--source")
 
-    o = ops.add_parser("abandon", help="release a ticket you did not act on")
-    o.add_argument("ticket_id")
+    if wanted("settle"):
+        o = ops.add_parser("settle", help="report a measured delta for a ticket")
+        o.add_argument("ticket_id")
+        o.add_argument("delta", help="the measured change (negative numbers need no --)")
+        o.add_argument("--detail", default="", help="what was measured (run id, test counts)")
 
-    o = ops.add_parser("add", help="write a lesson (creates the store if missing)")
-    o.add_argument("question", help="text, or - for stdin")
-    o.add_argument("answer", help="text, or - for stdin")
-    o.add_argument("--source", default="agent")
+    if wanted("abandon"):
+        o = ops.add_parser("abandon", help="release a ticket you did not act on")
+        o.add_argument("ticket_id")
+
+    if wanted("add"):
+        o = ops.add_parser("add", help="write a lesson (creates the store if missing)")
+        o.add_argument("question", help="text, or - for stdin")
+        o.add_argument("answer", help="text, or - for stdin")
+        o.add_argument("--source", default="agent")
 
     for name, text in (
         ("forget", "bury an entry now"),
@@ -100,15 +134,49 @@ def build_ledger_parser() -> JsonArgumentParser:
         ("unpin", "return an entry to survival pressure"),
         ("obituary", "an entry's life story"),
     ):
-        o = ops.add_parser(name, help=text)
-        o.add_argument("entry_id")
+        if wanted(name):
+            o = ops.add_parser(name, help=text)
+            o.add_argument("entry_id")
 
-    o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
-    o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
+    if wanted("tick"):
+        o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
+        o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
 
-    ops.add_parser("stats", help="population and energy")
-    ops.add_parser("verify", help="rebuild every balance from the journal and compare")
+    if wanted("stats"):
+        ops.add_parser("stats", help="population and energy")
+    if wanted("verify"):
+        ops.add_parser("verify", help="rebuild every balance from the journal and compare")
     return p
+
+
+def _expected_op(argv: Sequence[str]) -> str | None:
+    """The operation ``argv`` most likely names (None: build the whole parser)."""
+    if any(a in ("-h", "--help") for a in argv):
+        return None
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--scale":
+            skip = True
+        elif arg in OPS:
+            return arg
+    return None
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse with the expected operation's parser; anything odd goes to the whole one."""
+    op = _expected_op(argv)
+    if op is not None:
+        try:
+            return build_ledger_parser(op).parse_args(argv)
+        except UsageError:
+            pass
+    parser = build_ledger_parser()
+    try:
+        return parser.parse_args(argv)
+    except UsageError as exc:
+        raise UsageError(f"{exc} (usage: {parser.format_usage().strip()[7:]})") from None
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -131,6 +199,8 @@ def _code(exc: DarwinMemoError) -> str:
         return "store_not_found"
     if isinstance(exc, StoreLockedError):
         return "store_locked"
+    if isinstance(exc, StoreUnavailableError):
+        return "store_unavailable"
     if isinstance(exc, StoreFormatError):
         return "store_corrupt"
     return "bad_input"
@@ -277,11 +347,10 @@ def main_ledger(argv: Sequence[str]) -> int:
     from . import common
 
     common._stdin_used = False  # one stdin per command, also for in-process callers
-    parser = build_ledger_parser()
     try:
-        args = parser.parse_args(list(argv))
+        args = _parse(list(argv))
     except UsageError as exc:
-        return _fail(f"{exc} (usage: {parser.format_usage().strip()[7:]})", "usage", 2)
+        return _fail(str(exc), "usage", 2)
     try:
         _check_text_args(args)
         result = run_op(args)
@@ -303,6 +372,8 @@ def main_ledger(argv: Sequence[str]) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..backends import backend_kind, is_postgres_url
     from ..ledger import Ledger
     from ..store import MemoryStore
