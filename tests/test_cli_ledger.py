@@ -175,6 +175,24 @@ def test_import_views_and_migrate(tmp_path: Path) -> None:
 
 ARGVS = [
     ["s.db", "decide", "restart the api"],
+    ["s.db", "decide", "-"],  # stdin
+    ["s.db", "decide", ""],
+    ["decide", "decide", "q"],
+    ["s.db", "decide", "-k"],  # option-like: argparse decides
+    ["s.db", "decide", "q", "-k", "2"],
+    ["s.db", "settle", "t1", "0.25"],
+    ["s.db", "settle", "t1", "-1e3"],
+    ["s.db", "settle", "t1", "-inf"],
+    ["s.db", "settle", "t1", "-x"],
+    ["s.db", "settle", "t1", "2", "--detail", "3 passed"],
+    ["s.db", "settle", "t1", "2", "--detail", "-"],
+    ["s.db", "settle", "t1", "2", "--detail=x"],
+    ["s.db", "settle", "t1", "2", "--det", "x"],
+    ["s.db", "settle", "-", "2"],
+    ["s.db", "abandon", "t1"],
+    ["s.db", "abandon", "-t"],
+    ["-", "abandon", "t1"],
+    ["s.db", "abandon", "t1", "extra"],
     ["s.db", "--scale", "2", "decide", "q", "-k", "5", "--half-life", "3", "--kind", "explicit"],
     ["--scale", "decide", "s.db", "decide", "q"],  # a --scale value that names an op
     ["tick", "tick", "--expire-after", "3"],  # a store path that names an op
@@ -199,7 +217,7 @@ ARGVS = [
 @pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a) or "empty" for a in ARGVS])
 def test_parsing_one_operation_matches_the_whole_parser(argv: list[str]) -> None:
     """main_ledger builds only the expected operation's parser; nothing may change by it."""
-    from darwin_memo.cli.ledger_cmd import UsageError, _parse, build_ledger_parser
+    from darwin_memo.cli.ledger_cmd import UsageError, _parse, _quick, build_ledger_parser
 
     full = build_ledger_parser()
     try:
@@ -211,3 +229,15 @@ def test_parsing_one_operation_matches_the_whole_parser(argv: list[str]) -> None
     except UsageError as exc:
         got = str(exc)
     assert got == expected
+    quick = _quick(argv)  # the argparse-free path, where it applies, agrees too
+    if quick is not None:
+        assert vars(quick) == expected
+
+
+def test_the_common_calls_skip_argparse() -> None:
+    from darwin_memo.cli.ledger_cmd import _quick
+
+    assert _quick(["s.db", "decide", "restart the api"]) is not None
+    assert _quick(["s.db", "settle", "t1", "-0.5", "--detail", "ci run 7"]) is not None
+    assert _quick(["s.db", "abandon", "t1"]) is not None
+    assert _quick(["s.db", "decide", "--help"]) is None

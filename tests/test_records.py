@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import importlib
 import inspect
+import json
 import pickle
 import subprocess
 import sys
@@ -188,21 +189,28 @@ def test_post_init_runs_and_recursion_is_safe() -> None:
 
 
 def test_the_ledger_path_never_imports_dataclasses(tmp_path: Path) -> None:
-    """A one-shot `ledger decide` / `settle` imports neither dataclasses (inspect) nor pathlib."""
+    """A one-shot `ledger decide` / `settle` imports no dataclasses, pathlib, typing, argparse."""
     store = tmp_path / "s.db"
+    subprocess.run(
+        [sys.executable, "-m", "darwin_memo", "ledger", str(store), "add", "how do I restart",
+         "systemctl restart api"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
     code = f"""
-import json, sys
+import contextlib, io, json, sys
 from darwin_memo.cli import main
-main(["ledger", {str(store)!r}, "add", "how do I restart the api", "systemctl restart api"])
-import io, contextlib
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    main(["ledger", {str(store)!r}, "decide", "restart the api"])
-ticket = json.loads(out.getvalue())["ticket_id"]
-main(["ledger", {str(store)!r}, "settle", ticket, "1"])
-print(sorted(m for m in ("dataclasses", "inspect", "pathlib") if m in sys.modules))
+    main(["ledger", {str(store)!r}, "decide", "how do I restart the api"])
+    ticket = json.loads(out.getvalue())["ticket_id"]
+    main(["ledger", {str(store)!r}, "settle", ticket, "-0.5", "--detail", "ci run 7"])
+heavy = ("argparse", "dataclasses", "inspect", "pathlib", "typing")
+print(out.getvalue().splitlines()[-1])
+print(sorted(m for m in heavy if m in sys.modules))
 """
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    settled, imported = proc.stdout.strip().splitlines()[-2:]
+    assert json.loads(settled) == {"settled": True}
+    assert imported == "[]"

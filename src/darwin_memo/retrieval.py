@@ -29,10 +29,15 @@ import unicodedata
 import zlib
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
 
 from .index import top_candidates
 from .types import MemoryEntry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .interfaces import EmbeddingFn, Retriever
 
 __all__ = [
     "EMBEDDING_MERGE_THRESHOLD",
@@ -134,33 +139,14 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-@runtime_checkable
-class Retriever(Protocol):
-    """What the store needs from a retriever. Implementations never read energy."""
+def __getattr__(name: str) -> object:
+    # The protocols live in darwin_memo.interfaces: defining them needs typing, which a
+    # one-shot CLI call would otherwise import for nothing.
+    if name in ("Retriever", "EmbeddingFn"):
+        from . import interfaces
 
-    def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
-        """Entries that clear the relevance floor, with scores, best first."""
-        ...
-
-    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
-        """Similarity of two entries in [0, 1] (drives merges and conflict groups)."""
-        ...
-
-    def forget(self, entry_id: str) -> None:
-        """Drop anything cached for an entry that left the population."""
-        ...
-
-    def dump_state(self) -> dict[str, Any]:
-        """State worth persisting with the store (``{}`` = nothing)."""
-        ...
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore what ``dump_state`` returned."""
-        ...
-
-
-class EmbeddingFn(Protocol):
-    def __call__(self, text: str) -> list[float]: ...
+        return getattr(interfaces, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LexicalRetriever:
@@ -525,12 +511,19 @@ class EmbeddingRetriever:
     def dump_state(self) -> dict[str, Any]:
         if not self._vectors:
             return {}
-        return {"vectors": {k: list(v) for k, v in self._vectors.items()}}
+        state: dict[str, Any] = {"vectors": {k: list(v) for k, v in self._vectors.items()}}
+        model = getattr(self.embed, "model_id", None)
+        if isinstance(model, str):
+            state["model"] = model  # so another model's vectors are never mixed in
+        return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         vectors = state.get("vectors", {}) if isinstance(state, dict) else {}
         if not isinstance(vectors, dict):
             return
+        model = getattr(self.embed, "model_id", None)
+        if isinstance(model, str) and state.get("model") != model:
+            return  # vectors of another (or an unnamed) model: embed afresh
         for k, v in vectors.items():
             if (
                 isinstance(k, str)

@@ -22,7 +22,7 @@ from . import economy, jsonfile
 from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
-from .retrieval import LexicalRetriever, Retriever, tokenize
+from .retrieval import LexicalRetriever, tokenize
 from .temporal import recency_weight
 from .types import EntryKind, MemoryEntry
 
@@ -30,6 +30,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
+
+    from .interfaces import Retriever
 
 __all__ = [
     "MIN_UPKEEP_SCALE",

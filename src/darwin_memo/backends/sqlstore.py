@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from ..errors import StoreFormatError
 from ..index import top_candidates
 from ..jsonfile import loads
-from ..retrieval import LexicalRetriever, Retriever, tokenize
+from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
 from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry
@@ -35,6 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..interfaces import Retriever
     from .sqlite import SqliteBackend
 
 __all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens", "write_entries_bulk"]

@@ -9,7 +9,6 @@ usage errors exit 2. Nothing prints a traceback unless ``DARWIN_MEMO_DEBUG=1``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -18,12 +17,18 @@ from .. import __version__
 from ..errors import DarwinMemoError
 from .common import CliError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
 __all__ = ["CliError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     # Imported here, not at the top: a one-shot `darwin-memo ledger ...` (what agents and
     # the OpenClaw plugin run on every recall) loads only the ledger's modules.
+    import argparse
+
     from . import ci_cmd, core, ledger_cmd, mcp_cmd, render_cmd, ui_cmd, views
 
     parser = argparse.ArgumentParser(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
@@ -24,6 +23,13 @@ DEMO_SEED = 11
 POISON_SOURCE = "forum-post"
 
 
+def _type_error(message: str) -> Exception:
+    # argparse is imported here, not above: the common ledger calls never load it.
+    from argparse import ArgumentTypeError
+
+    return ArgumentTypeError(message)
+
+
 class CliError(DarwinMemoError):
     """A problem with what was asked of the command line."""
 
@@ -34,9 +40,9 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise _type_error(f"expected a number, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        raise _type_error(f"must be a positive number, got {text!r}")
     return value
 
 
@@ -44,9 +50,9 @@ def non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise _type_error(f"expected a whole number, got {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+        raise _type_error(f"must be >= 0, got {text!r}")
     return value
 
 

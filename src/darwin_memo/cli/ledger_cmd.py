@@ -15,13 +15,13 @@ second, empty memory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import re
 import sys
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 from ..errors import (
     DarwinMemoError,
@@ -35,6 +35,7 @@ from .common import CliError, positive_float, query_text, read_text_arg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
     from typing import Any, NoReturn
 
@@ -53,15 +54,27 @@ class UsageError(Exception):
     pass
 
 
-class JsonArgumentParser(argparse.ArgumentParser):
-    """Usage errors become a JSON object (callers parse stdout)."""
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """argparse, imported on first use: the common calls never need it (``_quick``)."""
+    global _PARSER_CLASS
+    if _PARSER_CLASS is None:
+        import argparse
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = _NUMBER
+        class JsonArgumentParser(argparse.ArgumentParser):
+            """Usage errors become a JSON object (callers parse stdout)."""
 
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self._negative_number_matcher = _NUMBER
+
+            def error(self, message: str) -> NoReturn:
+                raise UsageError(message)
+
+        _PARSER_CLASS = JsonArgumentParser
+    return _PARSER_CLASS
+
+
+_PARSER_CLASS: type[argparse.ArgumentParser] | None = None
 
 
 def _scale(text: str) -> float:
@@ -85,20 +98,21 @@ OPS = (
 )
 
 
-def build_ledger_parser(only: str | None = None) -> JsonArgumentParser:
+def build_ledger_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``ledger`` parser; ``only`` builds just that operation's subparser.
 
     Building all eleven subparsers is about a tenth of a one-shot CLI call's work, so
     ``main_ledger`` builds the one it expects and falls back to the whole parser when
     that fails (the whole parser's messages are the ones users see).
     """
-    p = JsonArgumentParser(
+    parser_class = _parser_class()
+    p = parser_class(
         prog="darwin-memo ledger",
         description="Event-driven ledger operations on a store; prints one JSON object.",
     )
     p.add_argument("memory", help="store path (.json = published format; otherwise SQLite)")
     p.add_argument("--scale", type=_scale, default=1.0, help="resource scale (1.0)")
-    ops = p.add_subparsers(dest="op", metavar="OP", parser_class=JsonArgumentParser)
+    ops = p.add_subparsers(dest="op", metavar="OP", parser_class=parser_class)
     ops.required = True
 
     def wanted(name: str) -> bool:
@@ -164,8 +178,47 @@ def _expected_op(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _plain(arg: str) -> bool:
+    """An argument argparse can only take as a value ("-" is stdin, also a value)."""
+    return arg == "-" or not arg.startswith("-")
+
+
+def _quick(argv: list[str]) -> argparse.Namespace | None:
+    """What argparse would return for the calls agents make on every recall, or None.
+
+    ``STORE decide QUESTION``, ``STORE settle TICKET DELTA [--detail TEXT]`` and ``STORE
+    abandon TICKET``, with nothing option-like where argparse could read an option: a
+    one-shot call then skips importing and building argparse (a tenth of its work).
+    Anything else, help and errors included, goes through the parser.
+    """
+    if len(argv) < 3 or not _plain(argv[0]) or argv[0] == "-":
+        return None
+    store, op, *rest = argv
+    base = {"memory": store, "scale": 1.0, "op": op}
+    if op == "decide" and len(rest) == 1 and _plain(rest[0]):
+        values = {"question": rest[0], "k": 3, "half_life": None, "kind": None, "source": None}
+    elif op == "settle" and len(rest) in (2, 4) and rest[0] != "-" and _plain(rest[0]):
+        delta = rest[1]
+        if not (_NUMBER.match(delta) or _plain(delta)):
+            return None
+        detail = ""
+        if len(rest) == 4:
+            if rest[2] != "--detail" or not _plain(rest[3]) or rest[3] == "-":
+                return None
+            detail = rest[3]
+        values = {"ticket_id": rest[0], "delta": delta, "detail": detail}
+    elif op == "abandon" and len(rest) == 1 and rest[0] != "-" and _plain(rest[0]):
+        values = {"ticket_id": rest[0]}
+    else:
+        return None
+    return SimpleNamespace(**base, **values)  # type: ignore[return-value]
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     """Parse with the expected operation's parser; anything odd goes to the whole one."""
+    quick = _quick(argv)
+    if quick is not None:
+        return quick
     op = _expected_op(argv)
     if op is not None:
         try:
@@ -422,6 +475,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import argparse
+
     p = sub.add_parser(
         "ledger",
         help="decide/settle/abandon/add/forget/pin/unpin/tick/stats/obituary/verify (JSON)",
