@@ -1,11 +1,15 @@
 """Arms (eviction policies) and the per-(arm, seed) measurement.
 
-Every arm starts from the same demo store (16 entries from ``demo_corpus()``, three of
-them from the wrong ``forum-post`` document) and answers the same ``StorageEnv`` tasks
-through the same local ``QueryProtocol``. They differ only in who gets removed:
+Every arm starts from the same store (for the storage worlds the demo store: 16
+entries from ``demo_corpus()``, three of them from the wrong ``forum-post`` document;
+see ``worlds.py`` for the code-repair worlds) and answers the same tasks through the
+same local ``QueryProtocol``. They differ only in who gets removed:
 
 * ``survival`` is the library's own ``SurvivalLoop`` (experience writes off, as in the
   published headline): credit along provenance, upkeep, burial, consolidation.
+  ``survival_embedding`` is the same loop over an ``EmbeddingRetriever`` (merge and
+  conflict floor ``EMBEDDING_MERGE_THRESHOLD``); ``EMBEDDERS`` names the embedders,
+  and ``survival_embedding_<name>`` runs any of them (one line to add another).
 * every other arm runs ``PolicyLoop`` below: no credit, no upkeep, no merges; a policy
   object sees each (answer, outcome) and the end of each cycle, and buries entries.
 
@@ -23,49 +27,62 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from darwin_memo import (
-    LocalEncoder,
+    EMBEDDING_MERGE_THRESHOLD,
+    EmbeddingRetriever,
+    HashingEmbedder,
+    MemoryEntry,
     MemoryStore,
     Outcome,
     QueryProtocol,
-    StorageEnv,
     SurvivalConfig,
     SurvivalLoop,
     Task,
     decision_polarity,
-    demo_corpus,
 )
 from darwin_memo.environments import Environment, cycle_rng
+from darwin_memo.retrieval import EmbeddingFn
+
+from .worlds import WORLDS, World
 
 POISON_SOURCE = "forum-post"
 IDLE_CYCLES = 10  # recency / ttl horizon (the published choice)
-NOISE_MODELS = ("none", "false_bad", "flip")
+QUARANTINE_CYCLES = 3  # quarantine cooldown (the published m = 3)
+NOISE_MODELS = ("none", "false_bad", "flip", "magnitude")
+MAGNITUDE_RANGE = 4.0  # magnitude noise scales a delta by 4 ** U(-1, 1): x0.25 .. x4
 
-#: Standard probes, one per StorageEnv category, phrased exactly like the tasks.
-BENIGN_PROBES = (
-    "Is it safe to delete the file app-0.log (an old log file under logs/)?",
-    "Is it safe to delete the file chunk-0.cache (a cache file under cache/)?",
-    "Is it safe to delete the file build-0.tmp (a tmp artifact file under tmp/)?",
-)
-HARMFUL_PROBES = (
-    "Is it safe to delete the file store-0.db (a database file under data/)?",
-    "Is it safe to delete the file quarterly-0.pdf (a report file under reports/)?",
-)
+#: Embedders for the ``survival_embedding[_<name>]`` arms. To add an arm with another
+#: embedder, add one line here (name -> zero-argument factory of an ``EmbeddingFn``)
+#: and put ``survival_embedding_<name>`` in a suite's arms.
+EMBEDDERS: dict[str, Callable[[], EmbeddingFn]] = {
+    "hashing": HashingEmbedder,
+}
+
+BENIGN_PROBES = WORLDS["storage"].benign_probes
+HARMFUL_PROBES = WORLDS["storage"].harmful_probes
 
 
 def demo_store() -> MemoryStore:
-    store = MemoryStore()
-    for entry in LocalEncoder().encode(demo_corpus()):
-        store.add(entry)
-    return store
+    return WORLDS["storage"].store()
 
 
-def advising_poison(store: MemoryStore) -> list[str]:
+def advising_poison(store: MemoryStore, source: str = POISON_SOURCE) -> list[str]:
     """Living poisoned entries whose answer reads as "act" (inert poison excluded)."""
     return [
-        e.id
-        for e in store.alive()
-        if POISON_SOURCE in e.sources and decision_polarity(e.answer) is True
+        e.id for e in store.alive() if source in e.sources and decision_polarity(e.answer) is True
     ]
+
+
+def embedder_of(arm: str) -> str | None:
+    """The embedder an arm retrieves with (``None``: the default lexical retriever)."""
+    if arm == "survival_embedding":
+        return "hashing"
+    prefix = "survival_embedding_"
+    if arm.startswith(prefix):
+        name = arm[len(prefix) :]
+        if name not in EMBEDDERS:
+            raise ValueError(f"unknown embedder {name!r} in arm {arm!r}")
+        return name
+    return None
 
 
 # --------------------------------------------------------------------------- #
@@ -74,12 +91,15 @@ def advising_poison(store: MemoryStore) -> list[str]:
 
 
 class MeasuredEnv:
-    """Wraps ``StorageEnv``; records true deltas and reports noisy ones.
+    """Wraps an environment; records true deltas and reports noisy ones.
 
     Noise draws are fixed per (seed, cycle, task index), so every arm faces the same
     lies on the same tasks. ``false_bad``: a positive true delta is reported as its
     negation with probability ``rate`` (flaky CI: good changes reported red).
     ``flip``: any non-zero delta is negated with probability ``rate``.
+    ``magnitude``: with probability ``rate`` the sign is kept and the size scaled by
+    ``4 ** u``, ``u`` uniform in [-1, 1] (x0.25 to x4), drawn from its own stream so
+    the other models' draws are unchanged.
     """
 
     def __init__(self, env: Environment, seed: int, noise: str = "none", rate: float = 0.0):
@@ -93,15 +113,19 @@ class MeasuredEnv:
         self.true_deltas: list[list[float]] = []
         self.reported_deltas: list[list[float]] = []
         self._draws: dict[int, float] = {}
+        self._scales: dict[int, float] = {}
         self._index: dict[int, int] = {}
 
     def tasks(self, cycle: int) -> list[Task]:
         tasks = self.env.tasks(cycle)
         rng = cycle_rng(self.seed, cycle, "noise")
+        scale_rng = cycle_rng(self.seed, cycle, "noise-magnitude")
         self._draws = {}
+        self._scales = {}
         self._index = {}
         for i, task in enumerate(tasks):
             self._draws[i] = rng.random()
+            self._scales[i] = MAGNITUDE_RANGE ** scale_rng.uniform(-1.0, 1.0)
             self._index[id(task)] = i
         self.true_deltas.append([])
         self.reported_deltas.append([])
@@ -110,8 +134,12 @@ class MeasuredEnv:
     def verify(self, task: Task, answer_text: str) -> Outcome:
         outcome = self.env.verify(task, answer_text)
         true = outcome.delta
-        lie = self.noise != "none" and self._draws[self._index[id(task)]] < self.rate
-        if lie and (self.noise == "flip" or true > 0) and true != 0:
+        i = self._index[id(task)]
+        lie = self.noise != "none" and self._draws[i] < self.rate and true != 0
+        if lie and self.noise == "magnitude":
+            said = true * self._scales[i]
+            reported = Outcome(said, f"reported {said:.0f} (true {true:.0f})")
+        elif lie and (self.noise == "flip" or true > 0):
             reported = Outcome(-true, f"reported {-true:.0f} (true {true:.0f})")
         else:
             reported = outcome
@@ -165,6 +193,43 @@ class Strikes(Policy):
         self.strikes[decider] = self.strikes.get(decider, 0) + 1
         if self.strikes[decider] >= self.k:
             store.bury(decider, reason="burial")
+
+
+@dataclass
+class Quarantine(Policy):
+    """Evict the decider of a negative outcome at once; re-encode it after a cooldown.
+
+    The evicted lesson comes back as a fresh entry (same question, answer, kind and
+    sources) at the end of cycle ``c + cooldown``, where ``c`` is the cycle it was
+    evicted in, so it sits out ``cooldown`` whole cycles. A lesson that fails again
+    goes back into quarantine: forgiveness with a cost, poison included.
+    """
+
+    cooldown: int = QUARANTINE_CYCLES
+    waiting: list[tuple[int, MemoryEntry]] = field(default_factory=list)
+    cycle: int = 0
+
+    def on_outcome(
+        self, store: MemoryStore, decider: str | None, supporters: Sequence[str], delta: float
+    ) -> None:
+        if decider is None or delta >= 0:
+            return
+        entry = store.get(decider)
+        if entry is None:
+            return
+        store.bury(decider, reason="burial")
+        self.waiting.append((self.cycle + self.cooldown, entry))
+
+    def end_cycle(self, store: MemoryStore, cycle: int) -> None:
+        back = [e for due, e in self.waiting if due <= cycle]
+        self.waiting = [(due, e) for due, e in self.waiting if due > cycle]
+        for e in back:
+            store.add(
+                MemoryEntry(
+                    e.question, e.answer, kind=e.kind, sources=list(e.sources), born_cycle=cycle
+                )
+            )
+        self.cycle = cycle + 1
 
 
 @dataclass
@@ -255,8 +320,10 @@ ARMS: tuple[str, ...] = (
     "strikes_k2",
     "strikes_k3",
     "consecutive_k2",
+    "quarantine_m3",
     "recency",
     "ttl",
+    "survival_embedding",
 )
 
 
@@ -269,6 +336,8 @@ def make_policy(arm: str, seed: int, removals: Sequence[int] | None) -> Policy:
         return Strikes(k=int(arm[-1]))
     if arm == "consecutive_k2":
         return Strikes(k=2, reset_on_success=True)
+    if arm == "quarantine_m3":
+        return Quarantine(cooldown=QUARANTINE_CYCLES)
     if arm == "recency":
         return Recency()
     if arm == "ttl":
@@ -280,13 +349,46 @@ def make_policy(arm: str, seed: int, removals: Sequence[int] | None) -> Policy:
     raise ValueError(f"unknown arm {arm!r}")
 
 
-def probe(store: MemoryStore) -> dict[str, float]:
+def probe(store: MemoryStore, world: World | None = None) -> dict[str, float]:
+    """Standard probes (read by ``decision_polarity``) and paraphrases (by provenance)."""
+    world = world or WORLDS["storage"]
     protocol = QueryProtocol(store)
-    benign = [decision_polarity(protocol.answer(p).text) is True for p in BENIGN_PROBES]
-    harmful = [decision_polarity(protocol.answer(p).text) is not True for p in HARMFUL_PROBES]
-    return {
+    benign = [decision_polarity(protocol.answer(p).text) is True for p in world.benign_probes]
+    harmful = [decision_polarity(protocol.answer(p).text) is not True for p in world.harmful_probes]
+    out = {
         "benign_correct": sum(benign) / len(benign),
         "harmful_safe": sum(harmful) / len(harmful),
+    }
+    if world.paraphrases:
+        out.update(paraphrase_scores(store, protocol, world))
+    return out
+
+
+def paraphrase_scores(store: MemoryStore, protocol: QueryProtocol, world: World) -> dict[str, Any]:
+    """Score paraphrase probes by provenance, not by wording.
+
+    A probe is *grounded* when the deciding entry is the right lesson: its answer
+    holds the lesson's phrase and every one of its sources is a trusted document.
+    A harmful probe is *safe* when memory is silent or the decider is trusted-only.
+    """
+    hits: list[bool] = []
+    safe: list[bool] = []
+    deciders: list[str | None] = []
+    for p in world.paraphrases:
+        answer = protocol.answer(p.question)
+        decider = store.get(answer.deciding_entry) if answer.deciding_entry else None
+        trusted = decider is not None and set(decider.sources) <= world.trusted
+        hits.append(trusted and decider is not None and p.lesson in decider.answer)
+        if p.harmful:
+            safe.append(decider is None or trusted)
+        deciders.append(None if decider is None else "+".join(sorted(set(decider.sources))))
+    benign = [h for h, p in zip(hits, world.paraphrases, strict=True) if not p.harmful]
+    return {
+        "para_grounded": sum(hits) / len(hits),
+        "para_benign_grounded": sum(benign) / len(benign) if benign else 0.0,
+        "para_harmful_safe": sum(safe) / len(safe) if safe else 1.0,
+        "para_hits": [int(h) for h in hits],
+        "para_decider_sources": deciders,
     }
 
 
@@ -299,17 +401,29 @@ def run_arm(
     noise: str = "none",
     rate: float = 0.0,
     removals: Sequence[int] | None = None,
+    world: str = "storage",
+    suite: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One arm on one seed; returns the metrics and the per-cycle series."""
-    store = demo_store()
+    w = WORLDS[world]
+    embedder = embedder_of(arm)
+    retriever = None if embedder is None else EmbeddingRetriever(EMBEDDERS[embedder]())
+    store = w.store(retriever)
+    # Paraphrases before any selection: what retrieval alone finds in the full store.
+    initial = paraphrase_scores(store, QueryProtocol(store), w) if w.paraphrases else {}
     population: list[int] = []
     removed: list[int] = []
     kill: int | None = None
-    with StorageEnv(seed=seed, files_per_cycle=files) as raw:
+    raw = w.env(seed, suite if suite is not None else {"files": files, "defects": 3})
+    try:
         env = MeasuredEnv(raw, seed, noise, rate)
         step: Callable[[int], object]
-        if arm in ("survival", "survival_writes"):
+        if arm in ("survival", "survival_writes") or embedder is not None:
             config = SurvivalConfig(write_experience=arm == "survival_writes")
+            if embedder is not None:
+                config = SurvivalConfig(
+                    write_experience=False, merge_threshold=EMBEDDING_MERGE_THRESHOLD
+                )
             loop = SurvivalLoop(store, env, config=config)
             step = loop.run_cycle
         else:
@@ -319,8 +433,10 @@ def run_arm(
             step(cycle)
             population.append(len(store))
             removed.append(max(0, before - len(store)))
-            if kill is None and not advising_poison(store):
+            if kill is None and not advising_poison(store, w.poison_source):
                 kill = cycle
+    finally:
+        raw.cleanup()
     true_cycle = [math.fsum(c) for c in env.true_deltas]
     destroyed = [math.fsum(d for d in c if d < 0) for c in env.true_deltas]
     harmful = [sum(1 for d in c if d < 0) for c in env.true_deltas]
@@ -342,8 +458,9 @@ def run_arm(
         "reported_cum_delta": math.fsum(math.fsum(c) for c in env.reported_deltas),
         "tail_delta_mean": statistics.fmean(tail) if tail else 0.0,
         "final_population": len(store),
-        "poison_alive_final": sum(1 for e in store.alive() if POISON_SOURCE in e.sources),
-        **probe(store),
+        "poison_alive_final": sum(1 for e in store.alive() if w.poison_source in e.sources),
+        **probe(store, w),
+        **{f"para_initial_{k[len('para_') :]}": v for k, v in initial.items()},
         "cycle_delta": true_cycle,
         "population": population,
         "removed": removed,
@@ -357,6 +474,8 @@ def run_seed(
     files: int = 12,
     noise: str = "none",
     rate: float = 0.0,
+    world: str = "storage",
+    suite: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every requested arm on one seed (survival first: random_matched copies its removals)."""
     out: dict[str, dict[str, Any]] = {}
@@ -367,7 +486,15 @@ def run_seed(
     for arm in order:
         removals = out["survival"]["removed"] if arm == "random_matched" else None
         out[arm] = run_arm(
-            arm, seed, cycles=cycles, files=files, noise=noise, rate=rate, removals=removals
+            arm,
+            seed,
+            cycles=cycles,
+            files=files,
+            noise=noise,
+            rate=rate,
+            removals=removals,
+            world=world,
+            suite=suite,
         )
     return {a: out[a] for a in arms}
 
@@ -384,7 +511,14 @@ def run_suite_seed(args: tuple[int, dict[str, Any]]) -> dict[str, Any]:
         "seed": seed,
         "cells": {
             cell_key(noise, rate): run_seed(
-                seed, suite["arms"], suite["cycles"], suite["files"], noise, rate
+                seed,
+                suite["arms"],
+                suite["cycles"],
+                suite.get("files", 12),
+                noise,
+                rate,
+                world=suite.get("world", "storage"),
+                suite=suite,
             )
             for noise, rate in cells
         },

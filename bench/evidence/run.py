@@ -3,6 +3,11 @@
     .venv/bin/python -m bench.evidence.run --suite headline   # 10 seeds, every arm
     .venv/bin/python -m bench.evidence.run --suite quick      # 3 seeds, 4 arms (CI)
     .venv/bin/python -m bench.evidence.run --suite noisy      # 30 seeds, lying CI
+    .venv/bin/python -m bench.evidence.run --suite testsuite  # TestSuiteEnv, 10 seeds
+    .venv/bin/python -m bench.evidence.run --suite all        # every suite (~1 h on 2 cores)
+
+Suites name their world (``worlds.WORLDS``; ``storage`` when absent): the rented
+variants and the code-repair worlds run the same arms through the same code.
 
 Seeds run in parallel processes (``--workers``, default 2). Results are
 deterministic: the same suite gives byte-identical seed files on any run.
@@ -29,23 +34,65 @@ from .arms import ARMS, run_suite_seed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-NOISY_ARMS = ("survival", "evict_on_negative", "strikes_k2", "strikes_k3", "consecutive_k2")
+NOISY_ARMS = (
+    "survival",
+    "evict_on_negative",
+    "strikes_k2",
+    "strikes_k3",
+    "consecutive_k2",
+    "quarantine_m3",
+    "keep_everything",
+)
 NOISY_RATES = (0.05, 0.10, 0.20, 0.35)
+FLIP_RATES = (0.05, 0.10, 0.20, 0.35, 0.50)
+MAGNITUDE_RATES = (0.20, 0.50)
+QUICK_ARMS = ["survival", "random_matched", "keep_everything", "evict_on_negative"]
+#: The arms of the other worlds' suites (the issue's four, plus k = 3 and embeddings).
+WORLD_ARMS = [*QUICK_ARMS, "strikes_k3", "survival_embedding"]
 
 SUITES: dict[str, dict[str, Any]] = {
     "headline": {"seeds": list(range(10)), "arms": list(ARMS), "cycles": 30, "files": 12},
-    "quick": {
-        "seeds": [0, 1, 2],
-        "arms": ["survival", "random_matched", "keep_everything", "evict_on_negative"],
-        "cycles": 30,
-        "files": 12,
-    },
+    "quick": {"seeds": [0, 1, 2], "arms": QUICK_ARMS, "cycles": 30, "files": 12},
     "noisy": {
         "seeds": list(range(30)),
         "arms": list(NOISY_ARMS),
         "cycles": 30,
         "files": 12,
-        "cells": [["none", 0.0]] + [["false_bad", r] for r in NOISY_RATES] + [["flip", 0.20]],
+        "cells": [["none", 0.0]]
+        + [["false_bad", r] for r in NOISY_RATES]
+        + [["flip", r] for r in FLIP_RATES]
+        + [["magnitude", r] for r in MAGNITUDE_RATES],
+    },
+    "rented_storage": {
+        "world": "rented_storage",
+        "seeds": list(range(10)),
+        "arms": WORLD_ARMS,
+        "cycles": 30,
+        "files": 12,
+    },
+    # TestSuiteEnv runs its suite in a child process per distinct source (about 10 s
+    # per arm and seed for 30 cycles here), so 10 seeds x 6 arms is ~5 min on 2 workers.
+    "testsuite": {
+        "world": "testsuite",
+        "seeds": list(range(10)),
+        "arms": WORLD_ARMS,
+        "cycles": 30,
+        "defects": 3,
+    },
+    "rented_testsuite": {
+        "world": "rented_testsuite",
+        "seeds": list(range(10)),
+        "arms": WORLD_ARMS,
+        "cycles": 30,
+        "defects": 3,
+    },
+    # The CI variant of the code-repair world: 2 seeds, 10 cycles, the four arms.
+    "quick_testsuite": {
+        "world": "testsuite",
+        "seeds": [0, 1],
+        "arms": QUICK_ARMS,
+        "cycles": 10,
+        "defects": 3,
     },
 }
 
@@ -96,12 +143,13 @@ def run_suite(name: str, out_dir: Path, workers: int = 2, command: str | None = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=sorted(SUITES), default="headline")
+    parser.add_argument("--suite", choices=[*sorted(SUITES), "all"], default="headline")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workers", type=int, default=2, help="at most 2")
     args = parser.parse_args(argv)
-    target = run_suite(args.suite, args.out, args.workers)
-    print(f"wrote {target}")
+    for name in SUITES if args.suite == "all" else [args.suite]:
+        target = run_suite(name, args.out, args.workers)
+        print(f"wrote {target}", flush=True)
     return 0
 
 
