@@ -247,3 +247,106 @@ def test_cli_takes_a_url_wherever_it_takes_a_path(pg_cluster: Any, tmp_path: Pat
     assert "s3cret" not in failed.stderr + failed.stdout
     error = json.loads(failed.stdout)["error"]  # the ledger CLI reports errors as JSON
     assert "cannot connect" in error and "ann@127.0.0.1:1/db" in error
+
+
+def test_cli_reports_a_lost_server_as_store_unavailable(pg_cluster: Any) -> None:
+    url = pg_url(pg_cluster)
+    assert _cli("ledger", url, "add", CACHE_Q, CACHE_A).returncode == 0
+    pg_cluster.stop()
+    try:
+        for op in (["stats"], ["decide", CACHE_Q], ["tick"]):
+            failed = _cli("ledger", url, *op)
+            assert failed.returncode == 1, (op, failed.stdout, failed.stderr)
+            assert "Traceback" not in failed.stdout + failed.stderr
+            lines = failed.stdout.splitlines()
+            assert len(lines) == 1, failed.stdout
+            answer = json.loads(lines[0])
+            assert answer["code"] == "store_unavailable", answer
+            assert "cannot connect to PostgreSQL" in answer["error"]
+    finally:
+        pg_cluster.start()
+    decided = _cli("ledger", url, "decide", CACHE_Q)  # the next call, server back: works
+    assert decided.returncode == 0, decided.stdout
+    ticket = json.loads(decided.stdout)["ticket_id"]
+    settled = _cli("ledger", url, "settle", ticket, "1")
+    assert json.loads(settled.stdout) == {"settled": True}
+    verified = _cli("ledger", url, "verify")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
+    # Nobody listening at all: the same code. A server that answers "no": not unavailable.
+    gone = _cli(
+        "ledger", "postgresql://ann:s3cret@127.0.0.1:1/db?store=x&connect_timeout=2", "stats"
+    )
+    assert json.loads(gone.stdout)["code"] == "store_unavailable"
+    assert "s3cret" not in gone.stdout + gone.stderr
+    no_db = url.replace("/postgres?", "/no_such_database?")
+    refused = json.loads(_cli("ledger", no_db, "stats").stdout)
+    assert refused["code"] == "bad_input" and "does not exist" in refused["error"]
+
+
+def test_a_lost_server_mid_operation_is_store_unavailable(pg_cluster: Any) -> None:
+    from darwin_memo.errors import StoreUnavailableError
+
+    url = pg_url(pg_cluster)
+    with Ledger.open(url) as ledger:
+        ledger.add(CACHE_Q, CACHE_A)
+        pg_cluster.stop()  # the ledger's connection is open: it breaks under the next call
+        try:
+            with pytest.raises(StoreUnavailableError, match="lost the PostgreSQL server"):
+                ledger.decide(CACHE_Q)
+        finally:
+            pg_cluster.start()
+        assert ledger.decide(CACHE_Q).provenance
+
+
+def test_darwin_memo_path_may_be_a_url(pg_cluster: Any, tmp_path: Path) -> None:
+    """``$DARWIN_MEMO_PATH`` takes a URL as ``--memory`` does (the MCP server's default)."""
+    pytest.importorskip("mcp", reason="the MCP server needs the mcp extra (in .[dev])")
+    import os
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from darwin_memo.mcp_server import default_memory_path
+
+    url = pg_url(pg_cluster)
+    os.environ["DARWIN_MEMO_PATH"] = url
+    try:
+        assert default_memory_path() == url  # kept as written: Path() would fold its //
+    finally:
+        del os.environ["DARWIN_MEMO_PATH"]
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DARWIN_MEMO_DEBUG", "DARWIN_MEMO_HOME")
+    }
+    env["DARWIN_MEMO_PATH"] = url
+    env["HOME"] = str(tmp_path)  # a fallback store would land here, not in the database
+
+    async def run() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "darwin_memo.mcp_server"], env=env
+        )
+        with (tmp_path / "server.log").open("w+", encoding="utf-8") as errlog:
+            async with Client(
+                stdio_client(params, errlog=errlog), read_timeout_seconds=120
+            ) as client:
+                await client.call_tool("memory_add", {"question": CACHE_Q, "answer": CACHE_A})
+                return await client.call_tool("memory_query", {"query": CACHE_Q})
+
+    result = anyio.run(run)
+    assert not result.is_error and result.structured_content["ticket_id"]
+    with Ledger.open(url, create=False) as ledger:
+        assert len(ledger.store) == 1 and [t.id for t in ledger.pending()] == [
+            result.structured_content["ticket_id"]
+        ]
+    assert not (tmp_path / ".darwin-memo").exists()
+
+
+def test_a_missing_store_is_named_without_its_password(pg_cluster: Any) -> None:
+    from darwin_memo.backends.postgres import shown
+
+    url = pg_url(pg_cluster).replace(f"://{pg_cluster.user}@", f"://{pg_cluster.user}:s3cret@")
+    for args in (["ledger", url, "stats"], ["top", url], ["why", url, "abc"], ["audit", url]):
+        done = _cli(*args)
+        assert "s3cret" not in done.stdout + done.stderr, args
+        assert shown(url) in done.stdout + done.stderr, args
+    assert "s3cret" not in shown("postgresql://ann:s3cret@h/db?store=Bad-Name")

@@ -5,7 +5,9 @@ Every JSON endpoint is checked against the library objects the CLI prints
 ``timeline``/``economics`` pieces), on both durable backends; paging, sorting
 and searching on an SQLite store of a few thousand entries are checked against
 a brute-force sort of every entry; and the security promises (escaping, CSP,
-no write methods, loopback only, the Host guard) are checked on the wire.
+no write methods, loopback only, the Host guard) are checked on the wire. The
+same API tests run on a PostgreSQL store (a ``postgresql://`` URL in place of the
+path) in the throwaway cluster of ``conftest.pg_cluster``.
 """
 
 from __future__ import annotations
@@ -70,10 +72,20 @@ TOP_ROW_KEYS = {
 }
 
 
-@pytest.fixture(scope="module", params=["sqlite", "json"])
+@pytest.fixture(scope="module", params=["sqlite", "json", "postgres"])
 def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    if request.param == "postgres":
+        from conftest import pg_url
+
+        return build_store(pg_url(request.getfixturevalue("pg_cluster")))  # a URL, not a path
     suffix = ".db" if request.param == "sqlite" else ".json"
     return build_store(tmp_path_factory.mktemp(f"ui-{request.param}") / f"store{suffix}")
+
+
+def _kind(store: Path | str) -> str:
+    if isinstance(store, str):
+        return "postgres"
+    return "sqlite" if store.suffix == ".db" else "json"
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +110,7 @@ def test_summary_is_ledger_stats_and_economics(scenario: Scenario, server: Any) 
             "pending": len(ledger.pending()),
         }
     assert summary["counts"] == {"alive": 4, "dead": 5, "pinned": 1, "pending": 1}
-    assert summary["backend"] == ("sqlite" if scenario.path.suffix == ".db" else "json")
+    assert summary["backend"] == _kind(scenario.path)
     assert summary["kinds"] == ["consolidated", "experience"]
 
 
@@ -401,8 +413,20 @@ def test_serving_never_writes_the_store(tmp_path: Path) -> None:
         assert _fingerprint(scenario.path) == before, name
 
 
-def _fingerprint(path: Path) -> Any:
-    """The store's logical content (SQLite) or its bytes and journal (JSON)."""
+def _fingerprint(path: Path | str) -> Any:
+    """The store's logical content (SQLite, PostgreSQL) or its bytes and journal (JSON)."""
+    tables = ("meta", "entries", "tickets", "notes", "events")
+    if isinstance(path, str):
+        import psycopg
+
+        from darwin_memo.backends.postgres import parse_url
+
+        conninfo, schema, _ = parse_url(path)
+        with psycopg.connect(conninfo) as conn:
+            return [
+                conn.execute(f"SELECT * FROM {schema}.{table} ORDER BY 1").fetchall()
+                for table in tables
+            ]
     if path.suffix == ".json":
         journal = path.with_suffix(".events.jsonl")
         return (
@@ -411,10 +435,7 @@ def _fingerprint(path: Path) -> Any:
         )
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return [
-            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-            for table in ("meta", "entries", "tickets", "notes", "events")
-        ]
+        return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in tables]
     finally:
         conn.close()
 
@@ -422,12 +443,22 @@ def _fingerprint(path: Path) -> Any:
 # -- live updates and locking ------------------------------------------------------------
 
 
-def test_writes_by_another_process_show_up(scenario: Scenario, tmp_path: Path) -> None:
-    copy = tmp_path / scenario.path.name
-    copy.write_bytes(scenario.path.read_bytes())
-    journal = scenario.path.with_suffix(".events.jsonl")
-    if journal.exists():
-        copy.with_suffix(".events.jsonl").write_bytes(journal.read_bytes())
+def test_writes_by_another_process_show_up(
+    scenario: Scenario, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    copy: Path | str
+    if isinstance(scenario.path, str):  # PostgreSQL: a second store in the same database
+        from conftest import pg_url
+        from darwin_memo.transfer import copy_store
+
+        copy = pg_url(request.getfixturevalue("pg_cluster"))
+        copy_store(scenario.path, copy)
+    else:
+        copy = tmp_path / scenario.path.name
+        copy.write_bytes(scenario.path.read_bytes())
+        journal = scenario.path.with_suffix(".events.jsonl")
+        if journal.exists():
+            copy.with_suffix(".events.jsonl").write_bytes(journal.read_bytes())
     with running(copy) as srv:
         version = get_json(srv, "/api/version")["version"]
         before = get_json(srv, "/api/summary")
@@ -809,3 +840,86 @@ def test_doctor_runs_in_the_background_and_reports_staleness(tmp_path: Path) -> 
                 break
             time.sleep(0.2)
         assert fresh["as_of"] != version and fresh["stale"] is False
+
+
+# -- PostgreSQL stores (the API tests above run on one too: see ``scenario``) -------------
+
+
+def _url_with_password(cluster: Any, secret: str) -> str:
+    """A store URL that carries a password (the throwaway cluster trusts loopback)."""
+    from conftest import pg_url
+
+    url = pg_url(cluster)
+    return url.replace(f"://{cluster.user}@", f"://{cluster.user}:{secret}@", 1)
+
+
+def test_a_postgres_url_never_shows_its_password(
+    pg_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from darwin_memo.backends.postgres import parse_url
+
+    secret = "s3cret-dashboard-pw"
+    url = _url_with_password(pg_cluster, secret)
+    scenario = build_store(url, ticks=3)
+    shown = parse_url(url)[2]
+    routes = ["/", "/api/state", "/api/summary", "/api/series", "/api/entries", "/api/tickets"]
+    routes += ["/api/graveyard", "/api/events", f"/api/entry/{scenario.ids['cache']}"]
+    with running(url) as srv:  # a real `darwin-memo ui URL`
+        summary = get_json(srv, "/api/summary")
+        assert summary["store"] == shown and summary["backend"] == "postgres"
+        for route in routes:
+            status, _, body = fetch(srv, route)
+            assert status == 200 and secret.encode() not in body, route
+    # The doctor's child process gets the store on stdin: argv is visible to every user.
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def spy(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        started.append([str(a) for a in args])
+        return real_popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    with running(url, in_process=True) as srv:
+        deadline = time.monotonic() + 120
+        report = get_json(srv, "/api/doctor?wait=10")
+        while report["pending"] and time.monotonic() < deadline:
+            report = get_json(srv, "/api/doctor?wait=10")
+    assert report["error"] is None and report["stale"] is False
+    with Ledger.open(url, create=False) as ledger:
+        assert report["findings"] == [f.as_dict() for f in doctor(ledger, read_events(ledger))]
+    assert started and not any(secret in " ".join(args) for args in started)
+
+
+def test_a_lost_postgres_server_answers_503_then_recovers(pg_cluster: Any) -> None:
+    secret = "s3cret-lost-pw"
+    url = _url_with_password(pg_cluster, secret)
+    scenario = build_store(url, ticks=2)
+    with running(url, in_process=True) as srv:
+        before = get_json(srv, "/api/summary")
+        pg_cluster.stop()
+        try:
+            for route in ("/api/version", "/api/summary", "/api/entries"):
+                status, _, body = fetch(srv, route)
+                assert status == 503, (route, body)
+                message = json.loads(body)["error"]
+                assert "\n" not in message and secret not in message
+                # The first request finds the open connection broken; later ones cannot connect.
+                assert "lost the PostgreSQL server" in message or "cannot connect" in message
+        finally:
+            pg_cluster.start()
+        assert get_json(srv, "/api/summary")["counts"] == before["counts"]
+        proc = cli("ledger", url, "settle", scenario.pending_ticket, "2", "--detail", "back")
+        assert json.loads(proc.stdout) == {"settled": True}, proc.stdout
+        after = get_json(srv, "/api/summary")  # the reconnected view follows new writes
+        assert after["counts"]["pending"] == before["counts"]["pending"] - 1
+
+
+def test_cli_postgres_errors_are_one_redacted_line(pg_cluster: Any) -> None:
+    secret = "s3cret-cli-pw"
+    missing = _url_with_password(pg_cluster, secret)  # a store nobody created
+    line = _assert_one_line_error(cli("ui", missing, "--port", "0", "--no-open"))
+    assert "no such store" in line and secret not in line and "store=" in line
+    unreachable = f"postgresql://ann:{secret}@127.0.0.1:1/db?store=x&connect_timeout=2"
+    line = _assert_one_line_error(cli("ui", unreachable, "--port", "0", "--no-open"))
+    assert "cannot connect" in line and secret not in line
+    assert line.startswith("error: postgresql://ann@127.0.0.1:1/db")

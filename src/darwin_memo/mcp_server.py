@@ -34,11 +34,14 @@ INSTALL_HINT = "pip install 'darwin-memo[mcp]'"
 _SDK_PACKAGES = {"mcp", "mcp_types", "pydantic", "pydantic_core", "anyio"}
 
 
-def default_memory_path() -> Path:
-    """``$DARWIN_MEMO_PATH``, else ``memory.json`` in ``$DARWIN_MEMO_HOME`` or ~/.darwin-memo."""
+def default_memory_path() -> str | Path:
+    """``$DARWIN_MEMO_PATH`` (a path, or a ``postgresql://`` URL kept as it is), else
+    ``memory.json`` in ``$DARWIN_MEMO_HOME`` or ~/.darwin-memo."""
     explicit = os.environ.get("DARWIN_MEMO_PATH")
     if explicit:
-        return Path(explicit).expanduser()
+        from .backends import is_postgres_url
+
+        return explicit if is_postgres_url(explicit) else Path(explicit).expanduser()
     home = os.environ.get("DARWIN_MEMO_HOME")
     base = Path(home).expanduser() if home else Path.home() / ".darwin-memo"
     return base / "memory.json"

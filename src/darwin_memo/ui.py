@@ -19,6 +19,10 @@ Safe by construction:
   Content-Security-Policy (``default-src 'self'``, no inline script or style)
   with ``X-Content-Type-Options: nosniff`` backs that up.
 
+A ``postgresql://`` URL names a PostgreSQL store wherever a path does; the page
+and every message show it without its password, and a server that cannot be
+reached answers 503.
+
 API (all GET, all JSON): ``/api/version``, ``/api/state`` (the spec's aggregate),
 ``/api/summary``, ``/api/series``, ``/api/entries``, ``/api/graveyard``,
 ``/api/entry/<id>``, ``/api/tickets``, ``/api/doctor``, ``/api/events``.
@@ -43,8 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .errors import DarwinMemoError, StoreLockedError, StoreNotFound
-from .ui_data import DEFAULT_EVENTS, DoctorWorker, PageQuery, StoreView
+from .errors import DarwinMemoError, StoreLockedError, StoreNotFound, StoreUnavailableError
+from .ui_data import DEFAULT_EVENTS, DoctorWorker, PageQuery, StoreView, store_ref
 
 __all__ = [
     "CSP",
@@ -103,7 +107,7 @@ def _static_files() -> dict[str, bytes]:
 class Dashboard:
     """Routes to answers: everything the server does besides HTTP itself."""
 
-    def __init__(self, path: Path, *, lock_timeout: float = 2.0) -> None:
+    def __init__(self, path: str | Path, *, lock_timeout: float = 2.0) -> None:
         self.view = StoreView(path, lock_timeout=lock_timeout)
         self.doctor = DoctorWorker(path)
         self.static = _static_files()
@@ -297,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except StoreNotFound as exc:
             self._send_json(404, {"error": str(exc)})
+        except StoreUnavailableError as exc:  # the message names the store without a password
+            self._send_json(503, {"error": str(exc)})
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 self._send_json(
@@ -382,8 +388,8 @@ def make_server(
             f"refusing to serve on {host}: the dashboard has no authentication, so it "
             "listens on loopback only; pass --allow-remote as well to expose it anyway"
         )
-    path = Path(memory)
-    if not path.exists():
+    path = store_ref(memory)
+    if isinstance(path, Path) and not path.exists():
         raise StoreNotFound(f"{path}: store not found")
     app = Dashboard(path, lock_timeout=lock_timeout)
     try:
@@ -435,8 +441,8 @@ def serve(
 
 def state(memory: str | Path) -> dict[str, Any]:
     """The ``/api/state`` object for a store, computed once (doctor included)."""
-    path = Path(memory)
-    if not path.exists():
+    path = store_ref(memory)
+    if isinstance(path, Path) and not path.exists():
         raise StoreNotFound(f"{path}: store not found")
     app = Dashboard(path)
     try:

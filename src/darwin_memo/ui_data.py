@@ -14,10 +14,12 @@ Three rules keep a 100,000-entry store responsive:
   tick from death), and word search intersects the token postings that retrieval
   keeps. Only the rows on the page become ``MemoryEntry`` objects, and each is
   shown as the CLI's ``top --json`` row. JSON stores live in memory anyway and
-  are filtered and sorted as lists.
-* Everything else is computed once per store version (SQLite's ``meta.version``,
-  or the JSON file's and journal's stat) and cached until the next write. The
-  journal is read incrementally on SQLite.
+  are filtered and sorted as lists, and so are PostgreSQL stores' (their living
+  population is the ledger's view; the SQL above is SQLite's dialect).
+* Everything else is computed once per store version (the ``meta.version`` row
+  of SQLite and PostgreSQL stores, or the JSON file's and journal's stat) and
+  cached until the next write. The journal is read incrementally on SQLite and
+  PostgreSQL.
 * ``doctor`` reads every entry's notes, which takes seconds on a large store, so
   it runs as ``darwin-memo doctor --json`` in a child process (``DoctorWorker``)
   and the page shows the latest finished diagnosis, marked stale while a newer
@@ -44,6 +46,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .backends import is_postgres_url
 from .events import event_log_path
 from .ledger import Ledger
 from .observe import (
@@ -313,9 +316,11 @@ class StoreView:
     """One store opened for reading, shared by the server's threads (see module doc)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 2.0) -> None:
-        self.path = Path(path)
+        self.path = store_ref(path)
         self.lock_timeout = lock_timeout
         self.ledger = Ledger.open(self.path, create=False, lock_timeout=lock_timeout)
+        #: How the page names the store: the file name, or the URL without its password.
+        self.name = str(getattr(self.ledger.backend, "url_display", "")) or Path(path).name
         self.lock = threading.RLock()
         self._version = ""
         self._cache: dict[str, tuple[str, Any]] = {}
@@ -331,6 +336,13 @@ class StoreView:
         """The SQLite connection when the store is SQLite (read-only use only)."""
         conn = getattr(self.ledger.backend, "conn", None)
         return conn if isinstance(conn, sqlite3.Connection) else None
+
+    @property
+    def journal(self) -> Any:
+        """A connection whose ``events`` table can be read incrementally (SQLite, PostgreSQL)."""
+        if self.backend_kind == "postgres":
+            return getattr(self.ledger.backend, "conn", None)
+        return self.sql
 
     @property
     def backend_kind(self) -> str:
@@ -373,7 +385,7 @@ class StoreView:
         """The whole journal, oldest first (read incrementally on SQLite)."""
         with self.lock:
             version = self.version()
-            conn = self.sql
+            conn = self.journal
             if conn is None:
                 if version != self._events_version:
                     self._events = read_events(self.ledger)
@@ -432,7 +444,7 @@ class StoreView:
             pinned = sum(1 for e in store.alive() if e.pinned)
             kinds = sorted({e.kind.value for e in store.alive()})
         return {
-            "store": self.path.name,
+            "store": self.name,
             "backend": self.backend_kind,
             "version": self._version,
             "tick": ledger.tick_count,
@@ -684,7 +696,19 @@ class StoreView:
                 )
             ]
         else:
-            dead = [e for e in reversed(self.ledger.store.graveyard()) if _matches(e, query)]
+            dead = list(reversed(self.ledger.store.graveyard()))
+            if self.backend_kind == "postgres":  # most recently buried first, as on SQLite
+                order = {
+                    str(i): n
+                    for n, (i,) in enumerate(
+                        self.journal.execute(
+                            "SELECT id FROM entries WHERE alive = 0 "
+                            "ORDER BY version DESC, rowid DESC"
+                        )
+                    )
+                }
+                dead.sort(key=lambda e: order.get(e.id, len(order)))
+            dead = [e for e in dead if _matches(e, query)]
             total = len(dead)
             ids = [e.id for e in dead[query.offset : query.offset + query.limit]]
         rows = [row for row in (self._dead_row(i) for i in ids) if row is not None]
@@ -779,12 +803,22 @@ _ORDER_SQL = {
 }
 
 
-def version_token(ledger: Ledger, path: Path) -> str:
-    """What changes when the store changes: SQLite's version counter, else file stats."""
+def store_ref(memory: str | Path) -> str | Path:
+    """A ``postgresql://`` URL stays a string (``Path`` would fold its ``//``); else a path."""
+    if not isinstance(memory, Path) and is_postgres_url(memory):
+        return memory
+    return Path(memory)
+
+
+def version_token(ledger: Ledger, path: str | Path) -> str:
+    """What changes when the store changes: the version counter (SQLite, PostgreSQL),
+    else file stats."""
     conn = getattr(ledger.backend, "conn", None)
-    if isinstance(conn, sqlite3.Connection):
+    sql = isinstance(conn, sqlite3.Connection) or getattr(ledger.backend, "kind", "") == "postgres"
+    if conn is not None and sql:
         row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         return f"v{row[0] if row else 0}"
+    path = Path(path)
     parts = []
     for p in (path, event_log_path(path)):
         try:
@@ -796,6 +830,13 @@ def version_token(ledger: Ledger, path: Path) -> str:
 
 
 # -- doctor, in the background ---------------------------------------------------------
+
+
+#: ``darwin-memo doctor STORE --json`` with STORE read from stdin.
+_DOCTOR = (
+    "import sys; from darwin_memo.cli import main; "
+    "sys.exit(main(['doctor', sys.stdin.read(), '--json']))"
+)
 
 
 class DoctorWorker:
@@ -813,7 +854,7 @@ class DoctorWorker:
     SQLite handle in one process can drop the first one's file locks).
     """
 
-    def __init__(self, path: Path, *, timeout: float = 600.0) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 600.0) -> None:
         self.path = path
         self.timeout = timeout
         self._cond = threading.Condition()
@@ -871,18 +912,20 @@ class DoctorWorker:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the dashboard is closing")
+            # The store goes in on stdin, not argv: a URL may carry a password, and a
+            # command line is visible to every user of the machine.
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "darwin_memo", "doctor", str(self.path), "--json"],
+                [sys.executable, "-c", _DOCTOR],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 text=True,
                 encoding="utf-8",
                 env=env,
             )
         proc = self._proc
         try:
-            out, err = proc.communicate(timeout=self.timeout)
+            out, err = proc.communicate(str(self.path), timeout=self.timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()

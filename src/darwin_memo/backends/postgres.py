@@ -20,7 +20,7 @@ backend's ``BEGIN IMMEDIATE`` on a server: one writer per store at a time, so a
 settle, a tick or a consolidation can neither double-apply nor lose a write,
 and no serialization failure needs a retry. Every operation also bumps the
 store's version row, so finer row locks would serialize on that row anyway.
-Readers never wait. A lost server is a one-line ``StoreError``; the next call
+Readers never wait. A lost server is a one-line ``StoreUnavailableError``; the next call
 connects again and reloads the view from the database.
 """
 
@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
+from ..errors import (
+    StoreError,
+    StoreFormatError,
+    StoreLockedError,
+    StoreNotFound,
+    StoreUnavailableError,
+)
 from ..types import utc_now_iso
 from . import is_postgres_url
 from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
@@ -49,12 +55,22 @@ __all__ = [
     "PostgresBackend",
     "is_postgres_url",
     "parse_url",
+    "shown",
 ]
 
 DEFAULT_STORE = "darwin_memo"
 COMMITTING = "commit the write"
 _STORE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RESERVED = ("public", "information_schema")
+#: Connection failures that a server sent back (wrong credentials, no such database or
+#: role): ``StoreError``. Any other failure to connect is ``StoreUnavailableError``.
+_REFUSED = (
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+    "permission denied",
+    "details withheld",
+)
 
 
 class StoreUrl(type(Path())):  # type: ignore[misc]
@@ -104,6 +120,20 @@ def parse_url(url: str) -> tuple[str, str, str]:
     for secret in _secrets(url):
         display = display.replace(secret, "***")
     return conninfo, store, display
+
+
+def shown(store: object) -> str:
+    """How a message names a store: a URL without its password, a path as it is."""
+    text = str(store)
+    if not is_postgres_url(store):
+        return text
+    try:
+        return parse_url(text)[2]
+    except StoreError:  # an unusable store name: still never show the password
+        parts = urlsplit(text)
+        host = parts.netloc.rsplit("@", 1)
+        user = host[0].split(":", 1)[0] + "@" if len(host) == 2 else ""
+        return urlunsplit(parts._replace(netloc=user + host[-1], query=""))
 
 
 # -- the SQLite dialect, spoken to PostgreSQL ------------------------------------------
@@ -206,8 +236,12 @@ class PgConnection:
         except psycopg.Error as exc:
             if raw is not None:
                 raw.close()
-            raise StoreError(
-                f"{self.display}: cannot connect to PostgreSQL: {self._clean(exc)}; "
+            reason = self._clean(exc)
+            # The server answered and said no: a setting to fix, not a server to wait for.
+            refused = any(marker in reason.lower() for marker in _REFUSED)
+            kind = StoreError if refused else StoreUnavailableError
+            raise kind(
+                f"{self.display}: cannot connect to PostgreSQL: {reason}; "
                 "check the server, the URL and the PG* settings, then retry"
             ) from None
         self._raw = raw
@@ -250,7 +284,7 @@ class PgConnection:
                 if self.doing == COMMITTING
                 else "nothing of this operation was saved: retry"
             )
-            return StoreError(
+            return StoreUnavailableError(
                 f"{self.display}: lost the PostgreSQL server while trying to {self.doing} "
                 f"({self._clean(exc)}); {outcome}"
             )
@@ -368,6 +402,7 @@ class PostgresBackend(SqliteBackend):
             ) from None
         conninfo, self.store_name, display = parse_url(url)
         self.url_display = display
+        self.file = display  # what the SQLite code names in messages
         path = StoreUrl(display)
         path._display = display
         self.path = path

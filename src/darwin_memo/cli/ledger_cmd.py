@@ -261,8 +261,10 @@ def _code(exc: DarwinMemoError) -> str:
 
 def _missing(args: argparse.Namespace) -> dict[str, Any]:
     """What an operation answers when the store does not exist (nothing is created)."""
+    from ..backends.postgres import shown  # a URL's password is never printed
+
     print(
-        f"darwin-memo: warning: no store at {args.memory}; nothing was created "
+        f"darwin-memo: warning: no store at {shown(args.memory)}; nothing was created "
         "(the first `ledger add` creates it)",
         file=sys.stderr,
     )

@@ -47,7 +47,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "loopback only unless --host is given together with --allow-remote."
         ),
     )
-    p.add_argument("memory", help="the store (.db SQLite or .json)")
+    p.add_argument(
+        "memory", help="the store (.db SQLite, .json, or a postgresql:// URL; see docs/postgres.md)"
+    )
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"port ({DEFAULT_PORT}; 0 = any free port)"
     )

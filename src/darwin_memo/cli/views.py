@@ -26,7 +26,9 @@ def _open(path: str) -> Ledger:
     try:
         return Ledger.open(path, create=False)
     except StoreNotFound:
-        raise CliError(f"{path}: no such store") from None
+        from ..backends.postgres import shown  # a URL's password is never printed
+
+        raise CliError(f"{shown(path)}: no such store") from None
 
 
 def _print_json(obj: Any) -> None:
