@@ -387,3 +387,30 @@ def test_truncated_store_message_reads_well(tmp_path: Path, home: Path) -> None:
     (tmp_path / "memory.json").write_bytes(CORRUPT["truncated"])
     line = assert_clean_error(run("stats", "memory.json", cwd=tmp_path, home=home))
     assert " at at " not in line
+
+
+def test_stats_and_query_read_sqlite_stores(tmp_path: Path, home: Path) -> None:
+    """The default backend: `stats` and `query` read a .db store (and change nothing)."""
+    store = tmp_path / "lessons.db"
+    added = run(
+        "ledger", str(store), "add", "how do I restart the api?", "systemctl restart api",
+        cwd=tmp_path, home=home,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    before = store.read_bytes()
+    stats = run("stats", str(store), cwd=tmp_path, home=home)
+    assert stats.returncode == 0 and "alive: 1  graveyard: 0" in stats.stdout
+    query = run("query", str(store), "restart the api", cwd=tmp_path, home=home)
+    assert query.returncode == 0 and "systemctl restart api" in query.stdout
+    assert "deciding entry: [experience] how do I restart the api?" in query.stdout
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["stats", "query"])
+def test_a_store_url_never_shows_its_password(command: str, tmp_path: Path, home: Path) -> None:
+    url = "postgresql://agent:s3cr3t-pw@127.0.0.1:9/team?store=lessons"  # nothing listens
+    args = [command, url] + (["restart the api"] if command == "query" else [])
+    proc = run(*args, cwd=tmp_path, home=home)
+    message = assert_clean_error(proc)
+    assert "s3cr3t-pw" not in proc.stdout + proc.stderr
+    assert "postgresql://agent@127.0.0.1:9/team" in message

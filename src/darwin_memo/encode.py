@@ -27,6 +27,10 @@ The same documents always give the same questions, answers and sources.
 
 ``demo_corpus()`` returns the three packaged demo documents, one of which is
 deliberately wrong (see the survival-loop demo).
+
+``ReflectionEncoder(client)``, the model-written encoding (five reflection steps),
+lives in ``darwin_memo.reflection`` and is importable from here; it is loaded on
+first use, so the offline path never imports the HTTP clients.
 """
 
 from __future__ import annotations
@@ -36,10 +40,23 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from .types import EntryKind, MemoryEntry
 
-__all__ = ["Document", "LocalEncoder", "demo_corpus"]
+if TYPE_CHECKING:
+    from .reflection import ReflectionEncoder
+
+__all__ = ["Document", "LocalEncoder", "ReflectionEncoder", "demo_corpus"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ReflectionEncoder":
+        from .reflection import ReflectionEncoder
+
+        return ReflectionEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Whitespace that ends a sentence: it follows a full stop, ``!`` or ``?``.
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")

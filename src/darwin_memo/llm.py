@@ -51,6 +51,7 @@ __all__ = [
     "OllamaEmbedder",
     "OllamaError",
     "OpenAICompatClient",
+    "client_from_spec",
     "ollama_available",
     "ollama_model_digest",
     "parse_json_array",
@@ -66,6 +67,8 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "darwin-memo-llm/1"
 DEFAULT_RETRIES = 3
+#: ``OpenAICompatClient(json_mode=...)``: how ``complete_json`` asks for structured output.
+JSON_MODES = (None, "json_object", "json_schema")
 DEFAULT_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 _BODY_LIMIT = 500
@@ -329,6 +332,13 @@ class OllamaClient:
         return f"OllamaClient(model={self.model!r}, base_url={self.base_url!r})"
 
     def complete(self, prompt: str, system: str = "") -> str:
+        return self._chat(prompt, system, None)
+
+    def complete_json(self, prompt: str, system: str, schema: Mapping[str, Any]) -> str:
+        """Like ``complete``, with Ollama's ``format`` set to ``schema`` (structured output)."""
+        return self._chat(prompt, system, dict(schema))
+
+    def _chat(self, prompt: str, system: str, schema: dict[str, Any] | None) -> str:
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": _messages(prompt, system),
@@ -337,6 +347,8 @@ class OllamaClient:
         }
         if self.think is not None:
             payload["think"] = self.think
+        if schema is not None:
+            payload["format"] = schema
         answer = self._http.request("/api/chat", payload, hint=_ollama_hint(self.model))
         url = self._http.url("/api/chat")
         if "error" in answer:
@@ -489,13 +501,17 @@ class OpenAICompatClient:
         timeout: float = 120.0,
         retries: int = DEFAULT_RETRIES,
         backoff: float = DEFAULT_BACKOFF,
+        json_mode: str | None = None,
     ) -> None:
+        if json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {JSON_MODES}, got {json_mode!r}")
         self.model = model
         self.base_url = (
             base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
         ).rstrip("/")
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.json_mode = json_mode
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = _Http(
@@ -513,6 +529,25 @@ class OpenAICompatClient:
         return f"OpenAICompatClient(model={self.model!r}, base_url={self.base_url!r})"
 
     def complete(self, prompt: str, system: str = "") -> str:
+        return self._chat(prompt, system, None)
+
+    def complete_json(self, prompt: str, system: str, schema: Mapping[str, Any]) -> str:
+        """Like ``complete``, asking the server to constrain the reply to ``schema``.
+
+        Only with ``json_mode`` set: ``"json_object"`` sends ``response_format:
+        {"type": "json_object", "schema": ...}`` (llama-cpp-python's server turns the
+        schema into a grammar), ``"json_schema"`` sends OpenAI's structured-output form
+        (``{"type": "json_schema", "json_schema": {"name", "schema"}}``). Without it
+        this is ``complete``: the prompt alone asks for JSON.
+        """
+        if self.json_mode == "json_object":
+            return self._chat(prompt, system, {"type": "json_object", "schema": dict(schema)})
+        if self.json_mode == "json_schema":
+            spec = {"name": "reply", "schema": dict(schema)}
+            return self._chat(prompt, system, {"type": "json_schema", "json_schema": spec})
+        return self._chat(prompt, system, None)
+
+    def _chat(self, prompt: str, system: str, response_format: dict[str, Any] | None) -> str:
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": _messages(prompt, system),
@@ -520,6 +555,8 @@ class OpenAICompatClient:
         }
         if self.temperature is not None:
             payload["temperature"] = self.temperature
+        if response_format is not None:
+            payload["response_format"] = response_format
         answer = self._http.request("/chat/completions", payload)
         choices = answer.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
@@ -595,3 +632,35 @@ class AnthropicClient:
             and block.get("type") == "text"
             and isinstance(block.get("text"), str)
         )
+
+
+MODEL_SPEC_HELP = "ollama:NAME[@URL], anthropic:NAME or openai:NAME@URL"
+
+
+def client_from_spec(spec: str, *, timeout: float = 120.0) -> LLMClient:
+    """A client for a ``--model`` spec: ``ollama:NAME[@URL]``, ``anthropic:NAME[@URL]``
+    or ``openai:NAME@URL`` (URL = the API root, e.g. ``http://127.0.0.1:8080/v1``;
+    without it ``OPENAI_BASE_URL``, else OpenAI).
+
+    An Ollama server is asked for ``/api/tags`` first, so a missing server is one
+    clear error before any work starts. Raises ``LLMError`` for an unknown spec, a
+    missing key or an unreachable Ollama.
+    """
+    provider, sep, rest = spec.partition(":")
+    name, at, url = rest.partition("@")
+    name, url = name.strip(), url.strip()
+    if not sep or not name or (at and not url):
+        raise LLMError(f"unknown model spec {spec!r}: expected {MODEL_SPEC_HELP}")
+    if provider == "ollama":
+        base = url or DEFAULT_OLLAMA_URL
+        if not ollama_available(base, timeout=min(timeout, 5.0)):
+            raise OllamaError(
+                f"OllamaClient (model {name!r}, {base}): no Ollama server answers there "
+                "(start one with `ollama serve`, or name another with ollama:NAME@URL)"
+            )
+        return OllamaClient(name, base_url=base, timeout=timeout)
+    if provider == "openai":
+        return OpenAICompatClient(name, base_url=url or None, timeout=timeout)
+    if provider == "anthropic":
+        return AnthropicClient(name, base_url=url or None, timeout=timeout)
+    raise LLMError(f"unknown model spec {spec!r}: expected {MODEL_SPEC_HELP}")

@@ -1,12 +1,12 @@
 """LLM mode of the query protocol: grounding, entity identification, answer seeking.
 
 Two model calls. The first splits the query into at most four atomic
-sub-questions (grounding). Each sub-question retrieves its top two entries and
-their union is what memory consults (entity identification happens inside the
-second prompt, which asks the model to name the relevant facts first). The
-second call answers only from numbered snippets and ends with a citation line,
-``SOURCES: [1] [3]`` or ``SOURCES: none``, so credit flows to exactly the
-entries that shaped the answer.
+sub-questions (grounding). Each sub-question, and then the query itself,
+retrieves its top two entries and their union is what memory consults (entity
+identification happens inside the second prompt, which asks the model to name
+the relevant facts first). The second call answers only from numbered snippets
+and ends with a citation line, ``SOURCES: [1] [3]`` or ``SOURCES: none``, so
+credit flows to exactly the entries that shaped the answer.
 
 Attribution: one citation decides; several share evenly as supporters; an
 explicit ``none`` carries no provenance. With no parseable citation line the
@@ -117,7 +117,13 @@ def answer_with_model(
         GROUNDING_PROMPT.format(n=MAX_SUBQUESTIONS, query=_one_line(query)), DEFAULT_SYSTEM
     )
     consulted: list[MemoryEntry] = []
-    for sub in _subquestions(raw, query):
+    # The question itself is always asked too, after the sub-questions: a model that
+    # answers the grounding prompt instead of splitting the question (small local models
+    # do) must not leave memory consulting nothing.
+    subs = _subquestions(raw, query)
+    if query not in subs:
+        subs.append(query)
+    for sub in subs:
         for entry, _ in store.retrieve(
             sub,
             PER_SUBQUESTION_K,

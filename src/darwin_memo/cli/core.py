@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..types import EntryKind
 from .common import (
@@ -14,6 +15,13 @@ from .common import (
     positive_float,
     query_text,
 )
+
+if TYPE_CHECKING:
+    from ..encode import Document
+    from ..types import MemoryEntry
+
+# Kept in step with darwin_memo.llm.MODEL_SPEC_HELP (not imported: the parser stays light).
+MODEL_SPEC_HELP = "ollama:NAME[@URL], anthropic:NAME or openai:NAME@URL"
 
 # -- demo ---------------------------------------------------------------------
 
@@ -94,7 +102,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         docs.append(Document(path.stem, text))
     out = Path(args.out)
     store = MemoryStore.load(out) if out.exists() else MemoryStore()
-    entries = LocalEncoder().encode(docs)
+    entries = _reflect(args.model, docs) if args.model else LocalEncoder().encode(docs)
     for entry in entries:
         store.add(entry)
     store.save(out)
@@ -108,41 +116,71 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reflect(spec: str, docs: list[Document]) -> list[MemoryEntry]:
+    """Encode with a model, progress on stderr, skipped steps reported at the end."""
+    import sys
+
+    from ..llm import client_from_spec
+    from ..reflection import Progress, ReflectionEncoder
+
+    def show(p: Progress) -> None:
+        mark = "" if p.ok else " (skipped)"
+        print(
+            f"  [{p.done}/{p.total}] {p.step} {'+'.join(p.doc_ids)}{mark}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    encoder = ReflectionEncoder(client_from_spec(spec), progress=show)
+    entries = encoder.encode(docs)
+    for skip in encoder.skipped:
+        print(f"skipped {skip.step} for {'+'.join(skip.doc_ids)}: {skip.reason}", file=sys.stderr)
+    return entries
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from ..protocol import QueryProtocol
-    from ..store import MemoryStore
+    from ..readonly import open_readonly
 
     question = query_text(args.question)
-    store = MemoryStore.load(args.memory)
-    answer = QueryProtocol(store).answer(
-        question, half_life=args.half_life, kind=args.kind, source=args.source
-    )
+    client = None
+    if args.model:
+        from ..llm import client_from_spec
+
+        client = client_from_spec(args.model)
+    # Any store: JSON, SQLite or a postgresql:// URL (named without its password).
+    with open_readonly(args.memory) as ledger:
+        store = ledger.store
+        answer = QueryProtocol(store, client).answer(
+            question, half_life=args.half_life, kind=args.kind, source=args.source
+        )
+        decider = store.get(answer.deciding_entry) if answer.deciding_entry else None
     if not answer.text:
         print("(memory is silent: no entry clears the relevance floor)")
         return 0
     print(answer.annotated_text or answer.text)
-    if answer.deciding_entry:
-        decider = store.get(answer.deciding_entry)
-        if decider is not None:
-            print(f"\ndeciding entry: [{decider.kind.value}] {decider.question}")
-            print(f"sources: {', '.join(decider.sources) or '(none)'}")
-    elif answer.supporting_entries:
+    if decider is not None:
+        print(f"\ndeciding entry: [{decider.kind.value}] {decider.question}")
+        print(f"sources: {', '.join(decider.sources) or '(none)'}")
+    elif answer.supporting_entries and not answer.deciding_entry:
         print(f"\ncited entries: {', '.join(answer.supporting_entries)}")
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from ..store import MemoryStore
+    from ..readonly import open_readonly
 
-    store = MemoryStore.load(args.memory)
-    print(f"alive: {len(store)}  graveyard: {store.dead_count()}")
-    print(f"total energy: {store.total_energy():.3f}")
-    shares = store.energy_share_by_kind()
+    with open_readonly(args.memory) as ledger:  # JSON, SQLite or a postgresql:// URL
+        store = ledger.store
+        print(f"alive: {len(store)}  graveyard: {store.dead_count()}")
+        print(f"total energy: {store.total_energy():.3f}")
+        shares = store.energy_share_by_kind()
+        alive = store.alive()
     if shares:
         print("energy share by kind:")
         for kind, share in sorted(shares.items(), key=lambda kv: -kv[1]):
             print(f"  {kind:<13} {share:6.1%}")
-    top = sorted(store.alive(), key=lambda e: (-e.energy, e.id))[:5]
+    top = sorted(alive, key=lambda e: (-e.energy, e.id))[:5]
     if top:
         print("top entries:")
         for e in top:
@@ -160,6 +198,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("encode", help="encode documents into a memory store")
     p.add_argument("documents", nargs="+", help="UTF-8 text files (doc id = file stem)")
     p.add_argument("-o", "--out", default="memory.json", help="store to write (memory.json)")
+    p.add_argument("--model", metavar="SPEC", help=f"encode with a model: {MODEL_SPEC_HELP}")
     p.set_defaults(func=cmd_encode)
 
     kinds = [k.value for k in EntryKind]
@@ -169,6 +208,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
     p.add_argument("--kind", choices=kinds, help="only entries of this kind")
     p.add_argument("--source", help="only entries with this source")
+    p.add_argument("--model", metavar="SPEC", help=f"answer with a model: {MODEL_SPEC_HELP}")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("stats", help="population, energy and the top entries of a store")
