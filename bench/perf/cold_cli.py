@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -37,12 +38,18 @@ def _command(tree: str | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "darwin_memo"], dict(env, PYTHONPATH=tree)
 
 
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, bytes]:
+    start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, _, usage = os.wait4(proc.pid, 0)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
+    wall = time.perf_counter() - start
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
+
+
+def _ms(values: list[float], q: float) -> str:
+    return f"{values[min(len(values) - 1, int(len(values) * q))] * 1e3:.0f}"
 
 
 def _instructions(argv: list[str], env: dict[str, str]) -> tuple[int, bytes]:
@@ -78,28 +85,35 @@ def main() -> None:
                 count, _ = _instructions(settle, env)
                 print(f"{tree or 'script'}: settle {count / 1e6:.0f}M instructions")
         return
-    cpu: dict[str | None, dict[str, list[float]]] = {t: {"decide": [], "settle": []} for t in trees}
+    Samples = dict[str | None, dict[str, list[float]]]
+    cpu: Samples = {t: {"decide": [], "settle": []} for t in trees}
+    wall: Samples = {t: {"decide": [], "settle": []} for t in trees}
     rss: dict[str | None, float] = dict.fromkeys(trees, 0.0)
     for i in range(args.runs):
         for tree in trees:
             head, env = _command(tree)
             query = queries[i % len(queries)]
-            c, r, out = _run([*head, "ledger", args.store, "decide", query], env)
+            w, c, r, out = _run([*head, "ledger", args.store, "decide", query], env)
+            wall[tree]["decide"].append(w)
             cpu[tree]["decide"].append(c)
             rss[tree] = max(rss[tree], r)
             ticket = json.loads(out).get("ticket_id")
             if ticket:
-                c, r, _ = _run([*head, "ledger", args.store, "settle", ticket, "0.5"], env)
+                w, c, r, _ = _run([*head, "ledger", args.store, "settle", ticket, "0.5"], env)
+                wall[tree]["settle"].append(w)
                 cpu[tree]["settle"].append(c)
                 rss[tree] = max(rss[tree], r)
     for tree in trees:
         for op, values in cpu[tree].items():
+            if not values:
+                continue
             values.sort()
-            if values:
-                print(
-                    f"{tree or 'script'}: {op} CPU n={len(values)} min "
-                    f"{values[0] * 1e3:.0f} ms, median {values[len(values) // 2] * 1e3:.0f} ms"
-                )
+            walls = sorted(wall[tree][op])
+            print(
+                f"{tree or 'script'}: {op} n={len(values)}: wall min / median / p90 "
+                f"{_ms(walls, 0)} / {_ms(walls, 0.5)} / {_ms(walls, 0.9)} ms, "
+                f"CPU min / median {_ms(values, 0)} / {_ms(values, 0.5)} ms"
+            )
         print(f"{tree or 'script'}: peak RSS {rss[tree]:.0f} MB")
     print(f"load average {os.getloadavg()[0]:.1f}")
 
