@@ -79,10 +79,31 @@ def top_candidates(
             return [key for key in keys if key in plist]
         return contains(token, keys) if keys else ()
 
-    def exact_scores(keys: Collection[K]) -> dict[K, float]:
+    def exact_scores(keys: Collection[K], bar: float) -> dict[K, float]:
+        """Exact scores of ``keys``, leaving out those that cannot reach ``bar`` or the k-th.
+
+        Tokens are tested rarest first; after each, a key whose score so far plus every
+        untested token's weight falls below the k-th best score so far (or ``bar``) can
+        no longer matter and is not tested again (fewer index probes).
+        """
+        alive = list(keys)
+        lower = dict.fromkeys(alive, 0.0)
+        having: dict[str, set[K]] = {}
+        rest = remaining[0]
+        for t in order:
+            weight = idf[t]
+            rest -= weight
+            hit = having[t] = set(members(t, alive))
+            for key in hit:
+                lower[key] += weight
+            cut = bar
+            if k is not None and len(lower) >= k:
+                cut = max(cut, _kth_bound(lower.values(), k))
+            if cut > 0 and min(lower.values(), default=cut) + rest + eps < cut:
+                alive = [key for key in alive if lower[key] + rest + eps >= cut]
+                lower = {key: lower[key] for key in alive}
         # Summed in query order, as the published scan sums them: bit-identical.
-        having = {t: set(members(t, keys)) if df(t) > 0 else set() for t in qtokens}
-        return {key: sum(w for t, w in idf.items() if key in having[t]) for key in keys}
+        return {key: sum(w for t, w in idf.items() if key in having.get(t, ())) for key in alive}
 
     exact: dict[K, float] = {}  # keys scored in full
     partial: dict[K, float] = {}  # keys with a lower bound from the lists read so far
@@ -93,7 +114,7 @@ def top_candidates(
             # Before reading a list much longer than the candidates in hand, score
             # those in full: the k-th best exact score is a far higher bar than the
             # partial one, and usually closes every remaining (common) list.
-            exact.update(exact_scores(list(partial)))
+            exact.update(exact_scores(list(partial), bar))
             partial = {}
             bar = max(bar, _kth_bound(exact.values(), k))
             exact = {key: s for key, s in exact.items() if s + eps >= bar}
@@ -101,9 +122,16 @@ def top_candidates(
         weight = idf[token]
         if open_to_new:
             plist = loaded[token] = postings(token)
-            for key in plist:
-                if key not in exact:
-                    partial[key] = partial.get(key, 0.0) + weight
+            # dict and set operations in C; Python only loops over keys seen before.
+            fresh = dict.fromkeys(plist, weight)
+            for key in exact.keys() & fresh.keys():
+                del fresh[key]
+            if partial:
+                for key in partial.keys() & fresh.keys():
+                    fresh[key] += partial[key]  # weight + s is the float s + weight
+                partial.update(fresh)
+            else:
+                partial = fresh
         else:
             if not partial:
                 break
@@ -118,11 +146,14 @@ def top_candidates(
             bar = max(bar, _kth_bound([*partial.values(), *exact.values()], k))
         ceiling = remaining[i + 1] + eps
         if bar > 0:
-            partial = {key: s for key, s in partial.items() if s + ceiling >= bar}
-            exact = {key: s for key, s in exact.items() if s + eps >= bar}
+            # Rebuild only when someone falls below the bar (min() runs in C).
+            if partial and min(partial.values()) + ceiling < bar:
+                partial = {key: s for key, s in partial.items() if s + ceiling >= bar}
+            if exact and min(exact.values()) + eps < bar:
+                exact = {key: s for key, s in exact.items() if s + eps >= bar}
 
     if partial:
-        exact.update(exact_scores(list(partial)))
+        exact.update(exact_scores(list(partial), bar))
     out = [(key, s) for key, s in exact.items() if s > 0 and s / mass >= min_coverage]
     out.sort(key=lambda pair: pair[1], reverse=True)
     if k is not None and len(out) > k:

@@ -22,6 +22,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping
+from operator import itemgetter
 
 from ..errors import StoreFormatError
 from ..index import top_candidates
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens", "write_entries_bulk"]
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
+_first = itemgetter(0)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 #: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
 CACHE_LIMIT = 20_000
@@ -596,12 +598,10 @@ class SqlStore(MemoryStore):
         def postings(t: str) -> list[int]:
             if t not in stats:
                 return []
-            return [
-                r
-                for (r,) in self.conn.execute(
-                    "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
-                )
-            ]
+            rows = self.conn.execute(
+                "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
+            )
+            return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
 
         def contains(t: str, keys: Collection[int]) -> list[int]:
             # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
