@@ -47,6 +47,7 @@ def top_candidates(
     contains: Callable[[str, Collection[K]], Collection[K]],
     min_coverage: float,
     k: int | None,
+    cheap: Callable[[str], bool] | None = None,
 ) -> list[tuple[K, float]]:
     """Keys whose exact score qualifies and ties or beats the k-th best (``k=None``: all).
 
@@ -54,6 +55,8 @@ def top_candidates(
     of indexed entries; ``df(t)`` how many contain ``t``; ``postings(t)`` their
     keys; ``contains(t, keys)`` those of ``keys`` that contain ``t`` (a batched
     membership test, so a database can answer it with one indexed probe per key).
+    ``cheap(t)`` says a membership test of ``t`` costs less per key than reading its
+    list (a bitmap): such a list is never read just to test membership.
     Returns ``(key, score)`` best first (ties in no particular order).
     """
     if not qtokens or n <= 0:
@@ -105,12 +108,15 @@ def top_candidates(
         # Summed in query order, as the published scan sums them: bit-identical.
         return {key: sum(w for t, w in idf.items() if key in having.get(t, ())) for key in alive}
 
+    # Score the candidates in hand before reading a list `spread` times longer; with
+    # cheap membership tests, scoring is cheaper than reading a list of equal length.
+    spread = 1 if cheap is not None and all(cheap(t) for t in order) else 4
     exact: dict[K, float] = {}  # keys scored in full
     partial: dict[K, float] = {}  # keys with a lower bound from the lists read so far
     bar = floor
     for i, token in enumerate(order):
         open_to_new = remaining[i] + eps >= bar and remaining[i] > 0
-        if open_to_new and partial and k is not None and 4 * len(partial) < df(token):
+        if open_to_new and partial and k is not None and spread * len(partial) < df(token):
             # Before reading a list much longer than the candidates in hand, score
             # those in full: the k-th best exact score is a far higher bar than the
             # partial one, and usually closes every remaining (common) list.
@@ -135,7 +141,11 @@ def top_candidates(
         else:
             if not partial:
                 break
-            if token not in loaded and df(token) < 2 * len(partial):
+            if (
+                token not in loaded
+                and df(token) < 2 * len(partial)
+                and not (cheap is not None and cheap(token))
+            ):
                 loaded[token] = postings(token)  # cheaper to read the list than to probe
             for key in members(token, list(partial)):
                 partial[key] += weight

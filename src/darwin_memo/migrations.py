@@ -190,3 +190,38 @@ def m003_balance_index(conn: sqlite3.Connection) -> None:
         DROP INDEX IF EXISTS entries_alive;
         """,
     )
+
+
+@migration(4, "m004_packed_postings")
+def m004_packed_postings(conn: sqlite3.Connection) -> None:
+    """Every token's postings also as one array (``packs``) or as bits (``blocks``).
+
+    Retrieval reads a list in one step and tests a common token's membership with a
+    byte lookup, instead of a row or a probe per entry (see ``backends.sqlstore``).
+    """
+    from itertools import groupby
+    from operator import itemgetter
+
+    from .backends.sqlstore import DENSE_MIN, write_token
+
+    _script(
+        conn,
+        """
+        ALTER TABLE tokens ADD COLUMN dense INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE packs (
+            token_id INTEGER PRIMARY KEY,
+            ids BLOB NOT NULL
+        );
+        CREATE TABLE blocks (
+            token_id INTEGER NOT NULL,
+            block INTEGER NOT NULL,
+            bits BLOB NOT NULL,
+            PRIMARY KEY (token_id, block)
+        );
+        """,
+    )
+    rows = conn.execute("SELECT token_id, entry_rowid FROM postings ORDER BY token_id, entry_rowid")
+    second = itemgetter(1)
+    for token_id, group in groupby(rows, key=itemgetter(0)):
+        ids = list(map(second, group))
+        write_token(conn, int(token_id), ids, dense=len(ids) >= DENSE_MIN)

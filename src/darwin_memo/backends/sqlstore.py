@@ -18,10 +18,16 @@ during an operation are cached until the next tick or the next refresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import sqlite3
-from collections.abc import Collection, Iterable, Mapping
+import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from itertools import compress
 from operator import itemgetter
 
 from ..errors import StoreFormatError
@@ -39,13 +45,27 @@ if TYPE_CHECKING:
     from ..interfaces import Retriever
     from .sqlite import SqliteBackend
 
-__all__ = ["SqlStore", "backfill_v2", "death_tick", "entry_tokens", "write_entries_bulk"]
+__all__ = [
+    "SqlStore",
+    "apply_list_changes",
+    "backfill_v2",
+    "death_tick",
+    "entry_tokens",
+    "rebuild_token",
+    "write_entries_bulk",
+]
+
+#: Pending list changes: token -> {rowid: whether it now holds the token}.
+ListChanges = dict[str, dict[int, bool]]
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
+_BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 #: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
 CACHE_LIMIT = 20_000
+#: About how much memory of postings lists a handle keeps between searches.
+LISTS_CACHE_BYTES = 64 << 20
 
 
 def _dumps(value: Any) -> str:
@@ -85,7 +105,15 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
     )
 
 
-def _index_tokens(conn: sqlite3.Connection, rowid: int, toks: Iterable[str], sign: int) -> None:
+def _index_tokens(
+    conn: sqlite3.Connection,
+    rowid: int,
+    toks: Iterable[str],
+    sign: int,
+    *,
+    blocks: bool = True,
+    deferred: ListChanges | None = None,
+) -> None:
     toks = list(toks)
     if not toks:
         return
@@ -107,6 +135,211 @@ def _index_tokens(conn: sqlite3.Connection, rowid: int, toks: Iterable[str], sig
             [(rowid, t) for t in toks],
         )
         conn.executemany("UPDATE tokens SET df = df - 1 WHERE token = ?", [(t,) for t in toks])
+    if blocks and isinstance(conn, sqlite3.Connection):
+        if deferred is not None:
+            for t in toks:
+                deferred.setdefault(t, {})[rowid] = sign > 0
+        else:
+            apply_list_changes(conn, {t: {rowid: sign > 0} for t in toks})
+
+
+# -- postings in memory-ready form ------------------------------------------------------
+#
+# ``postings`` (one row per token and entry) is the index's truth, and what PostgreSQL
+# uses. Reading a list from it costs about a microsecond per row, and testing whether a
+# candidate holds a token one primary-key probe, so the SQLite store also keeps every
+# token's list in a form Python reads in one step:
+#
+# - ``packs``: a token held by fewer than DENSE_MIN entries has its rowids as one
+#   sorted array of unsigned 32-bit integers (little-endian), at most 8 KiB;
+# - ``blocks``: a common token (``tokens.dense = 1``) has its rowids as bits, in
+#   blocks of 2**BLOCK_SHIFT rowids (trailing zero bytes trimmed), so a membership
+#   test is a byte lookup. It goes back to a pack under DENSE_DROP holders (the gap
+#   keeps a token near the bar from flapping).
+#
+# Both always hold exactly the token's postings (tests compare them).
+
+DENSE_MIN = 8192
+DENSE_DROP = 4096
+BLOCK_SHIFT = 16  # rowids per block: 65,536, so at most 8 KiB of bits
+_BLOCK_MASK = (1 << BLOCK_SHIFT) - 1
+_BYTE_BITS: list[tuple[int, ...]] = []  # the set bits of each byte value, filled on first use
+_NONZERO = bytes([0] + [1] * 255)
+
+
+def pack_ids(ids: Iterable[int]) -> bytes:
+    """Sorted rowids as little-endian unsigned 32-bit integers."""
+    arr = array("I", ids)
+    if _BIG_ENDIAN:
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def unpack_ids(blob: bytes) -> array[int]:
+    arr = array("I")
+    arr.frombytes(blob)
+    if _BIG_ENDIAN:
+        arr.byteswap()
+    return arr
+
+
+def bits_to_ids(bits: bytes, base: int = 0) -> list[int]:
+    """The positions of the set bits (bit ``j`` of byte ``i`` is ``base + 8 i + j``)."""
+    table = _BYTE_BITS
+    if not table:
+        table.extend(tuple(j for j in range(8) if b >> j & 1) for b in range(256))
+    nonzero = compress(range(len(bits)), bits.translate(_NONZERO))
+    return [base + (i << 3) + j for i in nonzero for j in table[bits[i]]]
+
+
+def _set_bits(bits: bytes, offsets: Iterable[int], on: bool) -> bytes:
+    buf = bytearray(bits)
+    for offset in offsets:
+        byte = offset >> 3
+        if byte >= len(buf):
+            if not on:
+                continue
+            buf.extend(bytes(byte + 1 - len(buf)))
+        if on:
+            buf[byte] |= 1 << (offset & 7)
+        else:
+            buf[byte] &= ~(1 << (offset & 7)) & 0xFF
+    return bytes(buf).rstrip(b"\0")
+
+
+def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int], on: bool) -> None:
+    """Set (or clear) the bits of ``rowids`` in ``token_id``'s blocks."""
+    by_block: dict[int, list[int]] = {}
+    for rowid in rowids:
+        by_block.setdefault(rowid >> BLOCK_SHIFT, []).append(rowid & _BLOCK_MASK)
+    for block, offsets in by_block.items():
+        row = conn.execute(
+            "SELECT bits FROM blocks WHERE token_id = ? AND block = ?", (token_id, block)
+        ).fetchone()
+        bits = _set_bits(row[0] if row else b"", offsets, on)
+        if bits:
+            conn.execute(
+                "INSERT OR REPLACE INTO blocks (token_id, block, bits) VALUES (?, ?, ?)",
+                (token_id, block, bits),
+            )
+        elif row:
+            conn.execute("DELETE FROM blocks WHERE token_id = ? AND block = ?", (token_id, block))
+
+
+def rebuild_token(conn: sqlite3.Connection, token_id: int, df: int) -> None:
+    """Write ``token_id``'s pack or blocks afresh from its postings."""
+    conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id,))
+    conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
+    rows = conn.execute(
+        "SELECT entry_rowid FROM postings WHERE token_id = ? ORDER BY entry_rowid", (token_id,)
+    )
+    ids = list(map(_first, rows))
+    write_token(conn, token_id, ids, dense=df >= DENSE_MIN)
+
+
+def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dense: bool) -> None:
+    """Store a token's sorted rowids as blocks (``dense``) or as a pack (no rows there yet)."""
+    if dense:
+        _write_blocks(conn, token_id, ids, True)
+    elif ids:
+        conn.execute("INSERT INTO packs (token_id, ids) VALUES (?, ?)", (token_id, pack_ids(ids)))
+    conn.execute("UPDATE tokens SET dense = ? WHERE id = ?", (int(dense), token_id))
+
+
+def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
+    """Sorted ``ids`` with ``held``'s rowids added (True) or removed (False)."""
+    if len(held) > 32:
+        merged = set(ids)
+        merged.update(r for r, on in held.items() if on)
+        merged.difference_update(r for r, on in held.items() if not on)
+        return sorted(merged)
+    for rowid, on in held.items():
+        at = bisect_left(ids, rowid)
+        present = at < len(ids) and ids[at] == rowid
+        if on and not present:
+            ids.insert(at, rowid)
+        elif present and not on:
+            del ids[at]
+    return ids
+
+
+def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
+    """Bring the packs and blocks of the changed tokens in step with ``postings``.
+
+    ``changes[token][rowid]`` says whether ``rowid`` now holds ``token`` (postings
+    and ``tokens.df`` are already written). Each pack or block is rewritten once,
+    however many entries changed, so a tick burying thousands stays cheap.
+    """
+    if not changes:
+        return
+    # A fresh random stamp (not a counter: a rolled-back change must not leave a
+    # number another writer could reach with different postings) tells long-lived
+    # handles that lists they hold in memory may be stale.
+    conn.execute(
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
+        (int.from_bytes(os.urandom(7), "little"),),
+    )
+    for part in _chunks(list(changes)):
+        marks = ",".join("?" * len(part))
+        for token, token_id, df, dense in conn.execute(
+            f"SELECT token, id, df, dense FROM tokens WHERE token IN ({marks})", part
+        ).fetchall():
+            token_id = int(token_id)
+            held = changes[token]
+            if (dense and df < DENSE_DROP) or (not dense and df >= DENSE_MIN):
+                rebuild_token(conn, token_id, df)  # from bits to a pack, or back
+            elif dense:
+                _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
+                _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
+            else:
+                row = conn.execute(
+                    "SELECT ids FROM packs WHERE token_id = ?", (token_id,)
+                ).fetchone()
+                ids = _changed(unpack_ids(row[0]) if row else array("I"), held)
+                if ids:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)",
+                        (token_id, pack_ids(ids)),
+                    )
+                elif row:
+                    conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
+
+
+def block_bits(conn: sqlite3.Connection, token_id: int, blocks: Collection[int]) -> bytes:
+    """One bitmap over rowids from 0 with ``token_id``'s bits in the given blocks filled."""
+    size = BLOCK_SHIFT - 3
+    parts: list[bytes] = []
+    filled = 0
+    wanted = sorted(blocks)
+    for part in _chunks(wanted):
+        marks = ",".join("?" * len(part))
+        for block, bits in conn.execute(
+            f"SELECT block, bits FROM blocks WHERE token_id = ? AND block IN ({marks}) "
+            "ORDER BY block",
+            (token_id, *part),
+        ):
+            start = int(block) << size
+            if start > filled:
+                parts.append(bytes(start - filled))
+            parts.append(bits)
+            filled = start + len(bits)
+    need = (wanted[-1] + 1) << size if wanted else 0
+    if filled < need:
+        parts.append(bytes(need - filled))
+    return b"".join(parts)
+
+
+def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Collection[int]:
+    """A token's rowids, sorted, from its pack or its blocks."""
+    if not dense:
+        row = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchone()
+        return unpack_ids(row[0]) if row else ()
+    out: list[int] = []
+    for block, bits in conn.execute(
+        "SELECT block, bits FROM blocks WHERE token_id = ? ORDER BY block", (token_id,)
+    ):
+        out += bits_to_ids(bits, int(block) << BLOCK_SHIFT)
+    return out
 
 
 def write_entry(
@@ -118,8 +351,12 @@ def write_entry(
     tick: int,
     upkeep: float,
     version: int,
+    deferred: ListChanges | None = None,
 ) -> None:
-    """Insert or update one row, keeping the index and the counters in step."""
+    """Insert or update one row, keeping the index and the counters in step.
+
+    With ``deferred``, the packs and blocks are left to ``apply_list_changes``.
+    """
     row = conn.execute(
         "SELECT rowid, alive, toks FROM entries WHERE id = ?", (entry.id,)
     ).fetchone()
@@ -153,9 +390,9 @@ def write_entry(
             (*params, rowid),
         )
     if was_alive and (not alive or old_toks != toks_text):
-        _index_tokens(conn, rowid, old_toks.split(), -1)
+        _index_tokens(conn, rowid, old_toks.split(), -1, deferred=deferred)
     if alive and (not was_alive or old_toks != toks_text):
-        _index_tokens(conn, rowid, toks, +1)
+        _index_tokens(conn, rowid, toks, +1, deferred=deferred)
     if alive != was_alive:
         _bump(conn, "alive", 1 if alive else -1)
     for member in entry.lineage:
@@ -238,6 +475,9 @@ def write_entries_bulk(
         "INSERT INTO postings (token_id, entry_rowid) VALUES (?, ?)",
         ((i, r) for i, t in enumerate(ordered, 1) for r in token_rows[t]),
     )
+    if isinstance(conn, sqlite3.Connection):
+        for i, t in enumerate(ordered, 1):
+            write_token(conn, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
     _bump(conn, "alive", alive_count)
     return rowid
@@ -266,7 +506,7 @@ def backfill_v2(conn: sqlite3.Connection) -> None:
         )
         if alive:
             alive_count += 1
-            _index_tokens(conn, rowid, toks, +1)
+            _index_tokens(conn, rowid, toks, +1, blocks=False)  # m004 adds the blocks
         for member in entry.lineage:
             conn.execute(
                 "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
@@ -292,6 +532,13 @@ class SqlStore(MemoryStore):
         #: The tick lazy upkeep is computed at (kept equal to the ledger's tick).
         self.tick = 0
         self.damaged: set[str] = set()
+        # Lists read for retrieval, kept across searches while ``index_stamp`` holds:
+        # token -> (bitmap, blocks read) for common tokens, token -> set for packs.
+        self._lists_stamp: int | None = None
+        self._bitmaps: dict[str, tuple[bytes, set[int]]] = {}
+        self._sets: dict[str, set[int]] = {}
+        self._lists_bytes = 0
+        self._deferred: ListChanges | None = None
 
     # -- rows -----------------------------------------------------------------------
 
@@ -327,18 +574,39 @@ class SqlStore(MemoryStore):
             tick=self.tick,
             upkeep=self.upkeep,
             version=self.backend.txn_version,
+            deferred=self._deferred,
         )
+
+    @contextlib.contextmanager
+    def deferred_lists(self) -> Iterator[None]:
+        """Write the packs and blocks of everything changed inside once, at the end.
+
+        For bulk changes (a tick's burials, consolidation's merges): each changed
+        token's list is rewritten once instead of once per entry. Searches made
+        inside still see every change. Nested uses join the outermost.
+        """
+        if self._deferred is not None:
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+            pending = self._deferred
+        finally:
+            self._deferred = None
+        apply_list_changes(self.conn, pending)
 
     def flush(self, ids: Iterable[str]) -> None:
         """Write the cached state of these entries (attribute changes included)."""
-        for entry_id in ids:
-            entry = self._population.get(entry_id)
-            if entry is not None:
-                self._write(entry, True)
-                continue
-            dead = self._graveyard.get(entry_id)
-            if dead is not None:
-                self._write(dead, False)
+        with self.deferred_lists():
+            for entry_id in ids:
+                entry = self._population.get(entry_id)
+                if entry is not None:
+                    self._write(entry, True)
+                    continue
+                dead = self._graveyard.get(entry_id)
+                if dead is not None:
+                    self._write(dead, False)
 
     def trim_cache(self) -> None:
         """Between operations, drop the entry cache once it outgrows ``CACHE_LIMIT``.
@@ -463,8 +731,9 @@ class SqlStore(MemoryStore):
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         members = [i for i in member_ids if self.get(i) is not None]
-        clipped = super().merge_into(heir, members)
-        self._write(heir, True)
+        with self.deferred_lists():
+            clipped = super().merge_into(heir, members)
+            self._write(heir, True)
         return clipped
 
     def charge_upkeep(
@@ -495,17 +764,18 @@ class SqlStore(MemoryStore):
         self.books.post("upkeep", -charged)
         self.last_upkeep_charged = round(charged, 6)
         buried: list[MemoryEntry] = []
-        for row in self._fetch(
-            "alive = 1 AND pinned = 0 AND death_tick <= ? ORDER BY rowid", (self.tick,)
-        ):
-            if row[1] in protected:
-                continue
-            entry = self._population.get(row[1]) or self._materialize(row)
-            if entry.alive:
-                continue
-            self._population[entry.id] = entry
-            self.bury(entry.id)
-            buried.append(entry)
+        with self.deferred_lists():
+            for row in self._fetch(
+                "alive = 1 AND pinned = 0 AND death_tick <= ? ORDER BY rowid", (self.tick,)
+            ):
+                if row[1] in protected:
+                    continue
+                entry = self._population.get(row[1]) or self._materialize(row)
+                if entry.alive:
+                    continue
+                self._population[entry.id] = entry
+                self.bury(entry.id)
+                buried.append(entry)
         return buried
 
     def total_energy(self) -> float:
@@ -585,30 +855,70 @@ class SqlStore(MemoryStore):
         if not qtokens:
             return []
         stats: dict[str, tuple[int, int]] = {}
+        dense: dict[str, int] = {}  # tokens with bitmaps: token -> id
+        packed = isinstance(self.conn, sqlite3.Connection)  # PostgreSQL: postings only
+        columns = "token, id, df, dense" if packed else "token, id, df, 0"
         for part in _chunks(qtokens):
             marks = ",".join("?" * len(part))
-            for token, token_id, count in self.conn.execute(
-                f"SELECT token, id, df FROM tokens WHERE token IN ({marks})", part
+            for token, token_id, count, has_bits in self.conn.execute(
+                f"SELECT {columns} FROM tokens WHERE token IN ({marks})", part
             ):
                 stats[token] = (int(token_id), int(count))
+                if has_bits:
+                    dense[token] = int(token_id)
+        bitmaps, sets = self._bitmaps, self._sets
+        if self._deferred:
+            apply_list_changes(self.conn, self._deferred)
+            self._deferred.clear()
+        if packed:
+            row = self.conn.execute(
+                "SELECT value FROM counters WHERE name = 'index_stamp'"
+            ).fetchone()
+            stamp = int(row[0]) if row else 0
+            if stamp != self._lists_stamp or self._lists_bytes > LISTS_CACHE_BYTES:
+                bitmaps.clear()
+                sets.clear()
+                self._lists_bytes = 0
+                self._lists_stamp = stamp
+        else:
+            bitmaps, sets = {}, {}
 
         def df(t: str) -> int:
             return stats.get(t, (0, 0))[1]
 
-        def postings(t: str) -> list[int]:
+        def postings(t: str) -> Collection[int]:
             if t not in stats:
                 return []
+            if packed:
+                return token_ids(self.conn, stats[t][0], t in dense)
             rows = self.conn.execute(
                 "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
             )
             return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
 
         def contains(t: str, keys: Collection[int]) -> list[int]:
-            # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
-            if t not in stats:
+            if t not in stats or not keys:
                 return []
-            out: list[int] = []
             token_id = stats[t][0]
+            if t in dense:
+                # A byte lookup per key in the token's bitmap, reading only the
+                # blocks the keys fall in.
+                bits, have = bitmaps.get(t, (b"", set()))
+                want = {r >> BLOCK_SHIFT for r in keys}
+                if not want <= have:
+                    have = have | want
+                    bits = block_bits(self.conn, token_id, have)
+                    bitmaps[t] = (bits, have)
+                    self._lists_bytes += len(bits)
+                return [r for r in keys if bits[r >> 3] >> (r & 7) & 1]
+            if packed:
+                held = sets.get(t)
+                if held is None:
+                    held = sets[t] = set(token_ids(self.conn, token_id, False))
+                    self._lists_bytes += 64 * len(held)
+                return [r for r in keys if r in held]
+            # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
+            out: list[int] = []
             for part in _chunks(list(keys)):
                 marks = ",".join("?" * len(part))
                 out += [
@@ -629,27 +939,40 @@ class SqlStore(MemoryStore):
             contains,
             self.retriever.min_coverage,
             k,
+            (lambda t: True) if packed else None,
         )
         if not found:
             return []
         scores = dict(found)
         keys = sorted(scores)
         if k is not None and len(keys) > k:
-            # Many entries tie at the k-th score: rank them by energy from four columns,
-            # and read whole rows for the k that win only.
-            light: list[tuple[float, float, int]] = []
-            for part in _chunks(keys):
+            # Many entries tie at the k-th score: SQLite ranks the tied ones by their
+            # balance now (``_energy_now`` in SQL, the same float operations), and only
+            # the k that win are read whole.
+            kth = sorted(scores.values(), reverse=True)[k - 1]
+            keys = [key for key in keys if scores[key] > kth]
+            tied = sorted(key for key, s in found if s == kth)
+            need = k - len(keys)
+            now = (
+                "CASE WHEN ? - anchor <= 0 THEN energy "
+                "WHEN pinned <> 0 AND energy - ? * (? - anchor) < 0.0 THEN 0.0 "
+                "ELSE energy - ? * (? - anchor) END"
+            )
+            t, u = self.tick, self.upkeep
+            best: list[tuple[float, int]] = []
+            for part in _chunks(tied):
                 marks = ",".join("?" * len(part))
-                for rowid, energy, anchor, pinned in self.conn.execute(
-                    f"SELECT rowid, energy, anchor, pinned FROM entries "
-                    f"WHERE rowid IN ({marks}) AND +alive = 1",
-                    part,
-                ):
-                    now = self._energy_now(float(energy), int(anchor), bool(pinned))
-                    light.append((scores[int(rowid)], now, int(rowid)))
-            light.sort(key=lambda t: t[2])
-            light.sort(key=lambda t: (t[0], t[1]), reverse=True)
-            keys = sorted(rowid for _, _, rowid in light[:k])
+                best += [
+                    (-float(energy), int(rowid))
+                    for rowid, energy in self.conn.execute(
+                        f"SELECT rowid, {now} AS now FROM entries "
+                        f"WHERE rowid IN ({marks}) AND +alive = 1 "
+                        "ORDER BY now DESC, rowid LIMIT ?",
+                        (t, u, t, u, t, *part, need),
+                    )
+                ]
+            best.sort()
+            keys = sorted([*keys, *(rowid for _, rowid in best[:need])])
         rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))

@@ -1,0 +1,215 @@
+"""SQLite keeps every token's postings as a pack or as bits, always equal to ``postings``.
+
+Small thresholds (``DENSE_MIN``, ``DENSE_DROP``, ``BLOCK_SHIFT``) make small stores
+exercise what large ones do: tokens turning dense and back, bits spread over blocks.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from darwin_memo import LexicalRetriever, MemoryEntry
+from darwin_memo.backends import sqlstore
+from darwin_memo.backends.sqlite import SqliteBackend
+from darwin_memo.backends.sqlstore import SqlStore, bits_to_ids, pack_ids, unpack_ids
+
+VOCAB = [f"w{i}" for i in range(30)] + ["api", "worker", "queue", "restart", "cache"]
+
+
+def zipf_text(rnd: random.Random, n: int) -> str:
+    return " ".join(VOCAB[min(int(rnd.paretovariate(1.1)) - 1, len(VOCAB) - 1)] for _ in range(n))
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlstore, "DENSE_MIN", 6)
+    monkeypatch.setattr(sqlstore, "DENSE_DROP", 3)
+    monkeypatch.setattr(sqlstore, "BLOCK_SHIFT", 4)  # 16 rowids per block
+    monkeypatch.setattr(sqlstore, "_BLOCK_MASK", 15)
+
+
+def check_lists(conn: sqlite3.Connection) -> int:
+    """Every token's pack or bits equal its postings; returns how many tokens are dense."""
+    dense_count = 0
+    for token_id, df, dense in conn.execute("SELECT id, df, dense FROM tokens").fetchall():
+        truth = [
+            r
+            for (r,) in conn.execute(
+                "SELECT entry_rowid FROM postings WHERE token_id = ? ORDER BY entry_rowid",
+                (token_id,),
+            )
+        ]
+        assert len(truth) == df
+        packs = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchall()
+        blocks = conn.execute(
+            "SELECT block, bits FROM blocks WHERE token_id = ? ORDER BY block", (token_id,)
+        ).fetchall()
+        if dense:
+            dense_count += 1
+            assert not packs
+            assert all(bits and bits[-1] for _, bits in blocks), "trailing zeros trimmed"
+            got = [
+                r
+                for block, bits in blocks
+                for r in bits_to_ids(bits, block << sqlstore.BLOCK_SHIFT)
+            ]
+        else:
+            assert not blocks
+            got = list(unpack_ids(packs[0][0])) if packs else []
+            assert bool(packs) == bool(truth), "no empty packs are kept"
+        assert got == truth
+        assert list(sqlstore.token_ids(conn, token_id, bool(dense))) == truth
+    return dense_count
+
+
+def brute(store: SqlStore, query: str, k: int) -> list[tuple[str, float]]:
+    ranked = LexicalRetriever(store.retriever.min_coverage).rank(query, store.alive())  # type: ignore[attr-defined]
+    ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
+    return [(e.id, s) for e, s in ranked[:k]]
+
+
+def new_store(tmp: Path, floor: float = 0.25) -> SqlStore:
+    return SqlStore(
+        SqliteBackend(tmp / "store.db"),
+        max_energy=5.0,
+        upkeep=0.05,
+        retriever=LexicalRetriever(min_coverage=floor),
+    )
+
+
+def test_pack_and_bits_round_trip() -> None:
+    ids = [0, 1, 7, 8, 255, 256, 65_535, 65_536, 2**31 + 5]
+    assert list(unpack_ids(pack_ids(ids))) == ids
+    assert pack_ids(ids)[:8] == bytes([0, 0, 0, 0, 1, 0, 0, 0])  # little-endian, 4 bytes
+    bits = bytes([0b1000_0001, 0, 0b0100_0000])
+    assert bits_to_ids(bits) == [0, 7, 22]
+    assert bits_to_ids(bits, 100) == [100, 107, 122]
+    assert bits_to_ids(b"") == []
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # the thresholds are the same for every example
+@given(st.integers(0, 10_000), st.integers(10, 90), st.floats(0.0, 0.5))
+def test_lists_follow_every_change_and_retrieval_stays_exact(
+    small_blocks: None, tmp_path_factory: pytest.TempPathFactory, seed: int, size: int, floor: float
+) -> None:
+    rnd = random.Random(seed)
+    store = new_store(tmp_path_factory.mktemp("packs"), floor)
+    conn = store.conn
+    conn.execute("BEGIN")
+    entries = [
+        store.add(
+            MemoryEntry(
+                zipf_text(rnd, rnd.randint(1, 7)),
+                zipf_text(rnd, rnd.randint(0, 7)),
+                energy=rnd.choice([0.5, 1.0, 2.0]),
+            )
+        )
+        for _ in range(size)
+    ]
+    assert check_lists(conn) > 0, "some tokens turned dense"
+    # Deaths take tokens back under DENSE_DROP; a changed question moves the postings.
+    for entry in rnd.sample(entries, k=size // 2):
+        store.bury(entry.id)
+    for entry in store.alive()[:5]:
+        entry.question = zipf_text(rnd, 4)
+        store.flush([entry.id])
+    for _ in range(size // 3):
+        store.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
+    conn.execute("COMMIT")
+    check_lists(conn)
+    for _ in range(12):
+        query = zipf_text(rnd, rnd.randint(1, 6))
+        k = rnd.randint(1, 6)
+        store.forget_cached()
+        assert [(e.id, s) for e, s in store.retrieve(query, k)] == brute(store, query, k), query
+    store.backend.close()
+
+
+def test_a_token_turns_dense_and_back(small_blocks: None, tmp_path: Path) -> None:
+    store = new_store(tmp_path)
+    conn = store.conn
+    ids = [store.add(MemoryEntry(f"restart the worker {i}", "yes")).id for i in range(8)]
+    dense = dict(conn.execute("SELECT token, dense FROM tokens").fetchall())
+    assert dense["worker"] == 1 and dense["0"] == 0
+    for entry_id in ids[:6]:
+        store.bury(entry_id)
+    assert dict(conn.execute("SELECT token, dense FROM tokens").fetchall())["worker"] == 0
+    check_lists(conn)
+    store.backend.close()
+
+
+def test_cached_lists_see_changes_from_another_handle(tmp_path: Path) -> None:
+    a = new_store(tmp_path)
+    b = new_store(tmp_path)
+    a.add(MemoryEntry("how do I restart the queue worker", "drain first"))
+    assert [e.question for e, _ in b.retrieve("restart queue worker", 3)] == [
+        "how do I restart the queue worker"
+    ]
+    a.add(MemoryEntry("restart queue worker safely", "with a drain"))
+    assert len(b.retrieve("restart queue worker", 3)) == 2  # b's cached lists are stale
+    a.backend.close()
+    b.backend.close()
+
+
+def test_migration_gives_an_older_store_its_lists(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from darwin_memo import migrations
+
+    rnd = random.Random(4)
+    full = list(migrations.MIGRATIONS)
+    apply = sqlstore.apply_list_changes
+    monkeypatch.setattr(migrations, "MIGRATIONS", full[:3])  # a store written before m004
+    monkeypatch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
+    old = new_store(tmp_path)
+    for _ in range(60):
+        old.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
+    old.backend.close()
+    assert "packs" not in {
+        name
+        for (name,) in sqlite3.connect(tmp_path / "store.db").execute(
+            "SELECT name FROM sqlite_master"
+        )
+    }
+    monkeypatch.setattr(migrations, "MIGRATIONS", full)
+    monkeypatch.setattr(sqlstore, "apply_list_changes", apply)
+    store = new_store(tmp_path)
+    conn = store.conn
+    assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)
+    assert check_lists(conn) > 0
+    store.add(MemoryEntry("restart the api worker", "after the drain"))
+    check_lists(conn)
+    for query in ("api worker", "restart the queue", "w1 w2 w3"):
+        assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
+    store.backend.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_ties_rank_by_the_balance_now(kind: str, request: pytest.FixtureRequest) -> None:
+    """Tied scores go to the higher balance after lazy upkeep (pinned floored at 0)."""
+    from conftest import new_store as any_store
+
+    if kind == "postgres":
+        request.getfixturevalue("pg_cluster")
+    store = any_store(kind)
+    energies = [0.5, 2.0, 1.0, 2.0, 0.2, 3.0, 1.0, 0.1, 2.5, 0.3]
+    for i, energy in enumerate(energies):
+        store.tick = i * 4  # anchors differ, so upkeep since then differs
+        store.add(
+            MemoryEntry("restart the api worker", f"answer {i}", energy=energy, pinned=i % 3 == 0)
+        )
+    for now in (0, 20, 41, 400):
+        store.tick = now
+        store.forget_cached()
+        for k in (1, 3, 5):
+            got = [(e.id, s) for e, s in store.retrieve("restart api worker", k)]
+            assert got == brute(store, "restart api worker", k), (now, k)
+            assert len(got) == k
