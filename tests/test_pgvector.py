@@ -390,3 +390,31 @@ def test_the_onnx_model_gives_the_scans_scores_bit_for_bit(vec_cluster: Any) -> 
             assert hits == exact(embed, 0.3, entries, query, 5)
             spoke += bool(hits)
         assert spoke >= 10
+
+
+class Picky(RandomVectors):
+    """Refuses some texts, as an embedding service may: the scan skips those entries."""
+
+    def __call__(self, text: str) -> list[float]:
+        if "poison" in text:
+            raise ValueError("refused")
+        if "empty" in text:
+            return []
+        return super().__call__(text)
+
+
+def test_entries_that_do_not_embed_are_skipped_as_the_scan_skips_them(vec_cluster: Any) -> None:
+    embed = Picky(model_id="test-picky")
+    with Ledger.open(fresh_url(vec_cluster)) as ledger:
+        ledger.store.retriever = EmbeddingRetriever(embed, min_similarity=0.0001)
+        for i in range(30):
+            ledger.add(f"plain {i}", "text")
+        ledger.add("poison", "pill")
+        ledger.add("empty", "vector")
+        ledger.store.retrieve("build", 3)  # a batch without batch(): one by one
+        ledger.add("more poison", "later")  # one at a time
+        no_scan(ledger)
+        assert len(dense_rows(ledger)) == 30
+        entries = ledger.store.alive()
+        for i in range(10):
+            assert got(ledger, f"q{i}", 40) == exact(embed, 0.0001, entries, f"q{i}", 40)

@@ -80,6 +80,11 @@ def _literal(vec: Sequence[float]) -> str:
     return "[" + ",".join(map(repr, vec)) + "]"
 
 
+def _usable(raw: Iterable[Any]) -> list[float] | None:
+    vec = [float(x) for x in raw]
+    return vec if vec and all(math.isfinite(x) for x in vec) else None
+
+
 def _create(conn: Any, name: str, dims: int) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {name} (entry_rowid BIGINT PRIMARY KEY, "
@@ -158,17 +163,19 @@ class PgStore(SqlStore):
     def _vectors(self, retriever: EmbeddingRetriever, texts: list[str]) -> list[list[float] | None]:
         """Embeddings of ``texts``; None where the embedding is unusable (skipped, as rank does)."""
         batch = getattr(retriever.embed, "batch", None)
-        raw: list[Any]
         if batch is not None and len(texts) > 1:
-            raw = list(batch(texts))
-            if len(raw) != len(texts):
-                raise ValueError(f"batch returned {len(raw)} vectors for {len(texts)} texts")
-        else:
-            raw = [retriever.embed(t) for t in texts]
+            try:
+                raw = list(batch(texts))
+            except ValueError:
+                raw = []
+            if len(raw) == len(texts):
+                return [_usable(v) for v in raw]
         out: list[list[float] | None] = []
-        for v in raw:
-            vec = [float(x) for x in v]
-            out.append(vec if vec and all(math.isfinite(x) for x in vec) else None)
+        for text in texts:
+            try:
+                out.append(_usable(retriever.embed(text)))
+            except ValueError:  # rank() skips such an entry too
+                out.append(None)
         return out
 
     def _reconcile(

@@ -22,6 +22,8 @@ and no serialization failure needs a retry. Every operation also bumps the
 store's version row, so finer row locks would serialize on that row anyway.
 Readers never wait. A lost server is a one-line ``StoreUnavailableError``; the next call
 connects again and reloads the view from the database.
+
+With the ``vector`` extension, an ``EmbeddingRetriever`` searches in SQL (``pgdense``).
 """
 
 from __future__ import annotations
