@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["PgCluster", "find_bindir"]
+__all__ = ["PgCluster", "find_bindir", "pgserver_bindir"]
 
 
 def find_bindir() -> Path | None:
@@ -31,6 +31,33 @@ def find_bindir() -> Path | None:
         if c and (Path(c) / "initdb").exists() and (Path(c) / "pg_ctl").exists():
             return Path(c)
     return None
+
+
+def pgserver_bindir() -> Path | None:
+    """The server programs of the ``pgserver`` wheel (PostgreSQL 16 with pgvector), if any.
+
+    As root the cluster runs as ``postgres``, who may not reach a venv under a private
+    home: the programs are then copied to a world-readable temporary folder first.
+    """
+    import atexit
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        return None
+    install = Path(spec.origin).parent / "pginstall"
+    if not (install / "bin" / "initdb").exists():
+        return None
+    if os.geteuid() != 0:
+        return install / "bin"
+    copy = Path(tempfile.mkdtemp(prefix="darwin-memo-pgserver-"))
+    atexit.register(shutil.rmtree, copy, True)
+    os.chmod(copy, 0o755)
+    shutil.copytree(install, copy / "pgserver" / "pginstall", symlinks=True)
+    libs = install.parent.parent / "pgserver.libs"  # the programs' RPATH: $ORIGIN/../../..
+    if libs.is_dir():
+        shutil.copytree(libs, copy / "pgserver.libs", symlinks=True)
+    return copy / "pgserver" / "pginstall" / "bin"
 
 
 def _free_port() -> int:

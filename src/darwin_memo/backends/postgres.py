@@ -22,6 +22,8 @@ and no serialization failure needs a retry. Every operation also bumps the
 store's version row, so finer row locks would serialize on that row anyway.
 Readers never wait. A lost server is a one-line ``StoreUnavailableError``; the next call
 connects again and reloads the view from the database.
+
+With the ``vector`` extension, an ``EmbeddingRetriever`` searches in SQL (``pgdense``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from ..errors import (
 )
 from ..types import utc_now_iso
 from . import is_postgres_url
+from .pgdense import VECTOR_MODES, DenseTable, PgStore
 from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
+from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
     from ..ledger import Changes, Ledger
@@ -108,7 +112,7 @@ def parse_url(url: str) -> tuple[str, str, str]:
             f"store name {store!r} is not usable: use lower-case letters, digits and _ "
             "(at most 63, not starting with a digit or pg_, not public)"
         )
-    rest = [(k, v) for k, v in query if k != "store"]
+    rest = [(k, v) for k, v in query if k not in ("store", "vectors")]
     conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
     netloc = parts.netloc.rsplit("@", 1)
     host = netloc[-1]
@@ -214,6 +218,8 @@ class PgConnection:
         self.display = display
         self._connect_timeout = connect_timeout
         self._raw: Any = None
+        #: Schemas searched after the store's (where the ``vector`` extension lives).
+        self.path_tail = ""
         self.reconnected = False
         self.doing = "read the store"
 
@@ -232,7 +238,7 @@ class PgConnection:
         try:
             raw = psycopg.connect(self._conninfo, autocommit=True, **options)
             # The name is interpolated, not quoted: parse_url allows only [a-z0-9_].
-            raw.execute(f"SET search_path TO {self.schema}")
+            raw.execute(f"SET search_path TO {self.schema}{self.path_tail}")
         except psycopg.Error as exc:
             if raw is not None:
                 raw.close()
@@ -247,6 +253,14 @@ class PgConnection:
         self._raw = raw
         self.reconnected = True
         return raw
+
+    def in_transaction(self) -> bool:
+        import psycopg
+
+        raw = self._raw
+        if raw is None or raw.closed or raw.broken:
+            return False
+        return bool(raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
     def close(self) -> None:
         if self._raw is not None:
@@ -401,6 +415,16 @@ class PostgresBackend(SqliteBackend):
                 "PostgreSQL stores need psycopg 3: pip install 'darwin-memo[postgres]'"
             ) from None
         conninfo, self.store_name, display = parse_url(url)
+        modes = [v for k, v in parse_qsl(urlsplit(url).query) if k == "vectors"]
+        self.vector_mode = modes[-1] if modes else "exact"
+        if self.vector_mode not in VECTOR_MODES:
+            raise StoreError(
+                f"vectors={self.vector_mode!r} in the store URL is not a choice: use "
+                + ", ".join(VECTOR_MODES)
+            )
+        self._vector_schema: str | bool | None = False  # False: not looked up yet
+        #: The vector tables this process knows, by model id (see ``pgdense``).
+        self.dense_tables: dict[str, DenseTable] = {}
         self.url_display = display
         self.file = display  # what the SQLite code names in messages
         path = StoreUrl(display)
@@ -470,7 +494,58 @@ class PostgresBackend(SqliteBackend):
             )
         return found
 
+    # -- pgvector ------------------------------------------------------------------
+
+    def vector_schema(self) -> str | None:
+        """The schema of the ``vector`` extension, creating it if the role may; else None.
+
+        Looked up once per backend: an extension installed later is seen on the next open.
+        """
+        if self._vector_schema is not False:
+            return self._vector_schema  # type: ignore[return-value]
+        conn = self.pg
+        found = self._find_vector()
+        if found is None and self.vector_mode != "off":
+            row = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+            if row is not None:
+                inside = conn.in_transaction()
+                if inside:
+                    conn.execute("SAVEPOINT darwin_memo_vector")
+                try:
+                    # In public, not the store's schema: DROP SCHEMA store CASCADE must not
+                    # take the extension (and other stores' vectors) with it.
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+                except StoreUnavailableError:
+                    raise
+                except StoreError:  # not allowed (pgvector is not a trusted extension)
+                    if inside:
+                        conn.execute("ROLLBACK TO SAVEPOINT darwin_memo_vector")
+                else:
+                    if inside:
+                        conn.execute("RELEASE SAVEPOINT darwin_memo_vector")
+                    found = self._find_vector()
+        if found is not None and found != self.store_name:
+            conn.path_tail = ', "' + found.replace('"', '""') + '"'
+            conn.execute(f"SET search_path TO {self.store_name}{conn.path_tail}")
+        self._vector_schema = found
+        return found
+
+    def _find_vector(self) -> str | None:
+        row = self.pg.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        return str(row[0]) if row else None
+
     # -- reading -------------------------------------------------------------------
+
+    def _read_all(self, ledger: Ledger) -> None:
+        super()._read_all(ledger)
+        if type(ledger.store) is SqlStore:
+            # The same store with dense searches in SQL (pgdense); nothing else differs.
+            ledger.store.__class__ = PgStore
 
     def _begin(self, ledger: Ledger | None, doing: str, *, write: bool) -> None:
         conn = self.pg
