@@ -541,11 +541,8 @@ class PostgresBackend(SqliteBackend):
 
     # -- reading -------------------------------------------------------------------
 
-    def _read_all(self, ledger: Ledger) -> None:
-        super()._read_all(ledger)
-        if type(ledger.store) is SqlStore:
-            # The same store with dense searches in SQL (pgdense); nothing else differs.
-            ledger.store.__class__ = PgStore
+    def _store_class(self) -> type[SqlStore]:
+        return PgStore  # the same store with dense searches in SQL (pgdense)
 
     def _begin(self, ledger: Ledger | None, doing: str, *, write: bool) -> None:
         conn = self.pg

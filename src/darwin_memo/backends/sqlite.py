@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..ledger import Changes, Ledger, Ticket
+    from .sqlstore import SqlStore
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
 
@@ -169,13 +170,17 @@ class SqliteBackend:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
-    def _read_all(self, ledger: Ledger) -> None:
-        """Read the ledger's state: tickets, tick, damage record; entries stay in SQLite."""
+    def _store_class(self) -> type[SqlStore]:
+        """The population class for this backend (PostgreSQL's searches vectors in SQL)."""
         from .sqlstore import SqlStore
 
+        return SqlStore
+
+    def _read_all(self, ledger: Ledger) -> None:
+        """Read the ledger's state: tickets, tick, damage record; entries stay in SQLite."""
         meta = self._meta()
         config = meta.get("config", {})
-        store = SqlStore(
+        store = self._store_class()(
             self,
             max_energy=config.get("max_energy", 5.0),
             upkeep=config.get("upkeep", 0.05),
