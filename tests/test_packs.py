@@ -213,3 +213,27 @@ def test_ties_rank_by_the_balance_now(kind: str, request: pytest.FixtureRequest)
             got = [(e.id, s) for e, s in store.retrieve("restart api worker", k)]
             assert got == brute(store, "restart api worker", k), (now, k)
             assert len(got) == k
+
+
+def test_a_copied_store_gets_its_lists_in_bulk(small_blocks: None, tmp_path: Path) -> None:
+    """``migrate`` into SQLite (the bulk writer) builds the same packs and blocks."""
+    from darwin_memo import MemoryStore
+    from darwin_memo.ledger import Ledger
+    from darwin_memo.transfer import copy_store
+
+    rnd = random.Random(7)
+    ledger = Ledger(MemoryStore())
+    for _ in range(80):
+        ledger.store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
+    for entry in ledger.store.alive()[:10]:
+        ledger.store.bury(entry.id)
+    ledger.save(tmp_path / "lessons.json")
+    copy_store(tmp_path / "lessons.json", tmp_path / "lessons.db")
+    copied = Ledger.open(tmp_path / "lessons.db", create=False)
+    store = copied.store
+    assert isinstance(store, SqlStore)
+    assert check_lists(store.conn) > 0
+    for _ in range(10):
+        query = zipf_text(rnd, 4)
+        assert [(e.id, s) for e, s in store.retrieve(query, 4)] == brute(store, query, 4)
+    copied.close()
