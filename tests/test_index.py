@@ -263,3 +263,40 @@ def test_consolidation_on_the_sqlite_store_matches_memory() -> None:
         results.append([m.members for m in merges])
     assert results[0] == results[1]
     assert results[0], "the templated store should have near-duplicates to merge"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(1, 80),
+    st.integers(1, 7),
+    st.integers(1, 6),
+    st.floats(0.0, 0.9),
+)
+def test_token_combinations_equal_the_candidate_search(
+    seed: int, size: int, nq: int, k: int, floor: float
+) -> None:
+    from darwin_memo.index import top_by_combinations, top_candidates
+
+    rnd = random.Random(seed)
+    vocab = [f"t{i}" for i in range(9)]
+    docs = [set(rnd.sample(vocab, rnd.randint(0, 5))) for _ in range(size)]
+    query = [rnd.choice([*vocab, "absent"]) for _ in range(nq)]
+    qtokens = list(dict.fromkeys(query))
+
+    def df(t: str) -> int:
+        return sum(t in d for d in docs)
+
+    def postings(t: str) -> list[int]:
+        return [i for i, d in enumerate(docs) if t in d]
+
+    def bitmap(t: str) -> int:
+        return sum(1 << i for i, d in enumerate(docs) if t in d)
+
+    def contains(t: str, keys: object) -> list[int]:
+        return [key for key in keys if t in docs[key]]  # type: ignore[attr-defined]
+
+    got = top_by_combinations(qtokens, size, df, bitmap, floor, k)
+    want = top_candidates(qtokens, size, df, postings, contains, floor, k)
+    assert got is not None
+    assert sorted(got) == sorted(want)

@@ -237,3 +237,30 @@ def test_a_copied_store_gets_its_lists_in_bulk(small_blocks: None, tmp_path: Pat
         query = zipf_text(rnd, 4)
         assert [(e.id, s) for e, s in store.retrieve(query, 4)] == brute(store, query, 4)
     copied.close()
+
+
+def test_common_word_queries_walk_token_combinations(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries whose indexed tokens are all common take the bitmap path; same results."""
+    rnd = random.Random(11)
+    store = new_store(tmp_path, floor=0.2)
+    store.conn.execute("BEGIN")
+    for _ in range(300):
+        store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 4), energy=rnd.random() * 3))
+    store.conn.execute("COMMIT")
+    walked: list[bool] = []
+    real = sqlstore.top_by_combinations
+
+    def spy(*args: object, **kwargs: object) -> object:
+        found = real(*args, **kwargs)  # type: ignore[arg-type]
+        walked.append(found is not None)
+        return found
+
+    monkeypatch.setattr(sqlstore, "top_by_combinations", spy)
+    queries = [zipf_text(rnd, rnd.randint(1, 6)) for _ in range(40)] + ["api worker nothere"]
+    for query in queries:
+        for k in (1, 3, 8):
+            store.forget_cached()
+            assert [(e.id, s) for e, s in store.retrieve(query, k)] == brute(store, query, k)
+    assert sum(walked) > 40, "most of these queries are made of common tokens"

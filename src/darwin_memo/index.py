@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Collection, Hashable, Sequence
+from itertools import compress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     K = TypeVar("K", bound=Hashable)
 
-__all__ = ["top_candidates"]
+__all__ = ["bits_to_ids", "top_by_combinations", "top_candidates"]
 
 
 def top_candidates(
@@ -177,3 +178,84 @@ def _kth_bound(values: Collection[float], k: int) -> float:
     if len(values) < k:
         return 0.0
     return heapq.nlargest(k, values)[-1]
+
+
+#: Queries with more distinct indexed tokens than this are not searched by combinations.
+MAX_COMBINATION_TOKENS = 8
+_BYTE_BITS: list[tuple[int, ...]] = []  # the set bits of each byte value, filled on first use
+_NONZERO = bytes([0] + [1] * 255)
+
+
+def bits_to_ids(bits: bytes, base: int = 0) -> list[int]:
+    """The positions of the set bits (bit ``j`` of byte ``i`` is ``base + 8 i + j``)."""
+    table = _BYTE_BITS
+    if not table:
+        table.extend(tuple(j for j in range(8) if b >> j & 1) for b in range(256))
+    nonzero = compress(range(len(bits)), bits.translate(_NONZERO))
+    return [base + (i << 3) + j for i in nonzero for j in table[bits[i]]]
+
+
+def top_by_combinations(
+    qtokens: Sequence[str],
+    n: int,
+    df: Callable[[str], int],
+    bitmap: Callable[[str], int],
+    min_coverage: float,
+    k: int,
+) -> list[tuple[int, float]] | None:
+    """What ``top_candidates`` returns, from postings held as bitmaps (bit ``r`` = key ``r``).
+
+    For queries made of common words, where every list is long: the score of an entry
+    depends only on which query tokens it holds, so the combinations of tokens are
+    visited best score first, and the entries holding exactly a combination are the
+    bitwise AND of its tokens' bitmaps less everyone found before (an entry holding a
+    larger combination scored higher and was found with it). The walk stops below the
+    relevance floor, or below the k-th score once k entries are found, so it reads a
+    handful of ANDs instead of every entry of every list. Returns None when the query
+    has more than ``MAX_COMBINATION_TOKENS`` indexed tokens (the caller falls back).
+    """
+    present = [t for t in qtokens if df(t) > 0]
+    if not present:
+        return []
+    if len(present) > MAX_COMBINATION_TOKENS or n <= 0:
+        return None
+    idf = {t: math.log(1.0 + n / (1.0 + df(t))) for t in qtokens}
+    mass = sum(idf.values())
+    if mass <= 0:
+        return []
+    m = len(present)
+    combos: list[tuple[float, int]] = []
+    for mask in range(1, 1 << m):
+        held = {present[i] for i in range(m) if mask >> i & 1}
+        # Summed in query order over every query token, as the published scan sums.
+        combos.append((sum(w for t, w in idf.items() if t in held), mask))
+    combos.sort(key=lambda c: c[0], reverse=True)
+    bits: list[int | None] = [None] * m  # read when a combination first needs them
+    seen = 0
+    out: list[tuple[int, float]] = []
+    kth: float | None = None
+    for score, mask in combos:
+        if not (score > 0 and score / mass >= min_coverage):
+            break  # sorted: everything after is under the floor too
+        if kth is not None and score < kth:
+            break
+        acc = -1
+        for i in range(m):
+            if mask >> i & 1:
+                have = bits[i]
+                if have is None:
+                    have = bits[i] = bitmap(present[i])
+                acc &= have
+                if not acc:
+                    break
+        fresh = acc & ~seen if acc else 0
+        if not fresh:
+            continue
+        seen |= fresh
+        out.extend(
+            (key, score)
+            for key in bits_to_ids(fresh.to_bytes((fresh.bit_length() + 7) // 8, "little"))
+        )
+        if kth is None and len(out) >= k:
+            kth = score  # the k-th best; entries tied with it are still collected
+    return out

@@ -27,11 +27,10 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from itertools import compress
 from operator import itemgetter
 
 from ..errors import StoreFormatError
-from ..index import top_candidates
+from ..index import bits_to_ids, top_by_combinations, top_candidates
 from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
@@ -163,8 +162,6 @@ DENSE_MIN = 8192
 DENSE_DROP = 4096
 BLOCK_SHIFT = 16  # rowids per block: 65,536, so at most 8 KiB of bits
 _BLOCK_MASK = (1 << BLOCK_SHIFT) - 1
-_BYTE_BITS: list[tuple[int, ...]] = []  # the set bits of each byte value, filled on first use
-_NONZERO = bytes([0] + [1] * 255)
 
 
 def pack_ids(ids: Iterable[int]) -> bytes:
@@ -181,15 +178,6 @@ def unpack_ids(blob: bytes) -> array[int]:
     if _BIG_ENDIAN:
         arr.byteswap()
     return arr
-
-
-def bits_to_ids(bits: bytes, base: int = 0) -> list[int]:
-    """The positions of the set bits (bit ``j`` of byte ``i`` is ``base + 8 i + j``)."""
-    table = _BYTE_BITS
-    if not table:
-        table.extend(tuple(j for j in range(8) if b >> j & 1) for b in range(256))
-    nonzero = compress(range(len(bits)), bits.translate(_NONZERO))
-    return [base + (i << 3) + j for i in nonzero for j in table[bits[i]]]
 
 
 def _set_bits(bits: bytes, offsets: Iterable[int], on: bool) -> bytes:
@@ -305,25 +293,32 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
                     conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
 
 
-def block_bits(conn: sqlite3.Connection, token_id: int, blocks: Collection[int]) -> bytes:
-    """One bitmap over rowids from 0 with ``token_id``'s bits in the given blocks filled."""
+def block_bits(
+    conn: sqlite3.Connection, token_id: int, blocks: Collection[int] | None = None
+) -> bytes:
+    """One bitmap over rowids from 0 with ``token_id``'s bits in ``blocks`` (None: all)."""
     size = BLOCK_SHIFT - 3
     parts: list[bytes] = []
     filled = 0
-    wanted = sorted(blocks)
-    for part in _chunks(wanted):
-        marks = ",".join("?" * len(part))
+    if blocks is None:
+        queries = [("", ())]
+        need = 0
+    else:
+        wanted = sorted(blocks)
+        queries = []
+        for part in _chunks(wanted):
+            queries.append((f" AND block IN ({','.join('?' * len(part))})", tuple(part)))
+        need = (wanted[-1] + 1) << size if wanted else 0
+    for where, params in queries:
         for block, bits in conn.execute(
-            f"SELECT block, bits FROM blocks WHERE token_id = ? AND block IN ({marks}) "
-            "ORDER BY block",
-            (token_id, *part),
+            f"SELECT block, bits FROM blocks WHERE token_id = ?{where} ORDER BY block",
+            (token_id, *params),
         ):
             start = int(block) << size
             if start > filled:
                 parts.append(bytes(start - filled))
             parts.append(bits)
             filled = start + len(bits)
-    need = (wanted[-1] + 1) << size if wanted else 0
     if filled < need:
         parts.append(bytes(need - filled))
     return b"".join(parts)
@@ -537,6 +532,7 @@ class SqlStore(MemoryStore):
         self._lists_stamp: int | None = None
         self._bitmaps: dict[str, tuple[bytes, set[int]]] = {}
         self._sets: dict[str, set[int]] = {}
+        self._ints: dict[str, int] = {}
         self._lists_bytes = 0
         self._deferred: ListChanges | None = None
 
@@ -866,7 +862,7 @@ class SqlStore(MemoryStore):
                 stats[token] = (int(token_id), int(count))
                 if has_bits:
                     dense[token] = int(token_id)
-        bitmaps, sets = self._bitmaps, self._sets
+        bitmaps, sets, ints = self._bitmaps, self._sets, self._ints
         if self._deferred:
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
@@ -878,10 +874,11 @@ class SqlStore(MemoryStore):
             if stamp != self._lists_stamp or self._lists_bytes > LISTS_CACHE_BYTES:
                 bitmaps.clear()
                 sets.clear()
+                ints.clear()
                 self._lists_bytes = 0
                 self._lists_stamp = stamp
         else:
-            bitmaps, sets = {}, {}
+            bitmaps, sets, ints = {}, {}, {}
 
         def df(t: str) -> int:
             return stats.get(t, (0, 0))[1]
@@ -931,16 +928,32 @@ class SqlStore(MemoryStore):
                 ]
             return out
 
-        found = top_candidates(
-            qtokens,
-            len(self),
-            df,
-            postings,
-            contains,
-            self.retriever.min_coverage,
-            k,
-            (lambda t: True) if packed else None,
-        )
+        def whole(t: str) -> int:
+            """A common token's postings as one integer (bit r: rowid r holds it)."""
+            value = ints.get(t)
+            if value is None:
+                bits = block_bits(self.conn, stats[t][0])
+                value = ints[t] = int.from_bytes(bits, "little")
+                self._lists_bytes += len(bits)
+            return value
+
+        found: list[tuple[int, float]] | None = None
+        if packed and k is not None and all(t in dense for t in qtokens if df(t) > 0):
+            # Only common words: walk the combinations of tokens with bitmap ANDs.
+            found = top_by_combinations(
+                qtokens, len(self), df, whole, self.retriever.min_coverage, k
+            )
+        if found is None:
+            found = top_candidates(
+                qtokens,
+                len(self),
+                df,
+                postings,
+                contains,
+                self.retriever.min_coverage,
+                k,
+                (lambda t: True) if packed else None,
+            )
         if not found:
             return []
         scores = dict(found)
