@@ -16,11 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import stat
 import sys
-import threading
 import time
+from _thread import allocate_lock
 from collections.abc import Iterator
 
 from .errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
@@ -65,6 +64,9 @@ def _alarm(signum: int, frame: Any) -> None:
 
 def _can_use_alarm() -> bool:
     """True when this thread may use SIGALRM to bound a blocking ``flock``."""
+    import signal  # here, not at the top: a one-shot SQLite command never waits on a file
+    import threading
+
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         return False
     if signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL:
@@ -74,6 +76,8 @@ def _can_use_alarm() -> bool:
 
 def _acquire_blocking(fd: int, timeout: float) -> bool:
     """Wait in the kernel's queue for the lock; False if ``timeout`` passed."""
+    import signal
+
     signal.signal(signal.SIGALRM, _alarm)
     try:
         signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
@@ -154,7 +158,7 @@ def _reject_constant(name: str) -> Any:
 #: overflow the C stack and kill the process instead of raising RecursionError.
 DECODE_RECURSION_LIMIT = 1000
 _decoding = 0
-_decoding_lock = threading.Lock()
+_decoding_lock = allocate_lock()
 _saved_limit = 0
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import threading
+from _thread import RLock
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -199,7 +199,7 @@ class Ledger:
         )
         self.backend: Backend | None = None
         self._changes: Changes | None = None
-        self._lock = threading.RLock()
+        self._lock = RLock()
         #: Set when an operation failed mid-way: the next one reloads the view.
         self._stale = False
         #: Whether the journal must open with a snapshot of the current balances.

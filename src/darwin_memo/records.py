@@ -130,14 +130,19 @@ def _frozen_error(name: str) -> Exception:
     return FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
-def _compile(cls: type, name: str, args: str, body: list[str], scope: dict[str, Any]) -> None:
-    source = f"def {name}({args}):\n" + "\n".join(f"    {line}" for line in body or ["pass"])
+def _compile(cls: type, defs: list[tuple[str, str, list[str]]], scope: dict[str, Any]) -> None:
+    """Define ``(name, args, body)`` methods on ``cls`` with one ``exec`` (one compile)."""
+    source = "\n".join(
+        f"def {name}({args}):\n" + "\n".join(f"    {line}" for line in body or ["pass"])
+        for name, args, body in defs
+    )
     namespace: dict[str, Any] = {}
     exec(source, scope, namespace)
-    fn = namespace[name]
-    fn.__qualname__ = f"{cls.__qualname__}.{name}"
-    fn.__module__ = cls.__module__
-    setattr(cls, name, fn)
+    for name, _args, _body in defs:
+        fn = namespace[name]
+        fn.__qualname__ = f"{cls.__qualname__}.{name}"
+        fn.__module__ = cls.__module__
+        setattr(cls, name, fn)
 
 
 def _build(cls: C, frozen: bool) -> C:
@@ -187,47 +192,46 @@ def _build(cls: C, frozen: bool) -> C:
         scope["_object_setattr"] = object.__setattr__
     if "__post_init__" in cls.__dict__:
         body.append("self.__post_init__()")
-    _compile(cls, "__init__", ", ".join(params), body, scope)
-    cls.__dict__["__init__"].__annotations__ = {**{n: annotations[n] for n in spec}, "return": None}
-
     shown = ", ".join(f"{n}={{self.{n}!r}}" for n, f in spec.items() if f.repr)
-    _compile(cls, "__repr__", "self", [f'return f"{{type(self).__qualname__}}({shown})"'], scope)
-    type.__setattr__(cls, "__repr__", reprlib.recursive_repr("...")(cls.__dict__["__repr__"]))
-
     compared = [n for n, f in spec.items() if f.compare]
     mine = "".join(f"self.{n}," for n in compared)
     theirs = "".join(f"other.{n}," for n in compared)
-    _compile(
-        cls,
-        "__eq__",
-        "self, other",
-        [
-            "if other.__class__ is self.__class__:",
-            f"    return ({mine}) == ({theirs})",
-            "return NotImplemented",
-        ],
-        scope,
-    )
+    defs = [
+        ("__init__", ", ".join(params), body),
+        ("__repr__", "self", [f'return f"{{type(self).__qualname__}}({shown})"']),
+        (
+            "__eq__",
+            "self, other",
+            [
+                "if other.__class__ is self.__class__:",
+                f"    return ({mine}) == ({theirs})",
+                "return NotImplemented",
+            ],
+        ),
+    ]
     if frozen:
-        _compile(cls, "__hash__", "self", [f"return hash(({mine}))"], scope)
         scope["_cls"] = cls
         scope["_names"] = frozenset(spec)
+        defs.append(("__hash__", "self", [f"return hash(({mine}))"]))
         for method, args, call in (
             ("__setattr__", "self, name, value", "__setattr__(name, value)"),
             ("__delattr__", "self, name", "__delattr__(name)"),
         ):
-            _compile(
-                cls,
-                method,
-                args,
-                [
-                    "if type(self) is _cls or name in _names:",
-                    "    raise _frozen_error(name)",
-                    f"super(_cls, self).{call}",
-                ],
-                scope,
+            defs.append(
+                (
+                    method,
+                    args,
+                    [
+                        "if type(self) is _cls or name in _names:",
+                        "    raise _frozen_error(name)",
+                        f"super(_cls, self).{call}",
+                    ],
+                )
             )
-    else:
+    _compile(cls, defs, scope)
+    cls.__dict__["__init__"].__annotations__ = {**{n: annotations[n] for n in spec}, "return": None}
+    type.__setattr__(cls, "__repr__", reprlib.recursive_repr("...")(cls.__dict__["__repr__"]))
+    if not frozen:
         cls.__hash__ = None  # type: ignore[assignment]  # as @dataclass(eq=True)
     type.__setattr__(cls, "__match_args__", tuple(spec))
     type.__setattr__(cls, "__record_fields__", spec)

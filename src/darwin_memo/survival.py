@@ -21,7 +21,6 @@ from .consolidate import (
     SOURCE_POLICIES,
     merge_groups,
 )
-from .diagnose import selection_findings
 from .protocol import QueryProtocol
 from .records import field, record
 from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
@@ -198,6 +197,8 @@ class SurvivalReport:
         extinct_at = next(
             (s.cycle for s in self.stats if s.population == 0 and s.deaths + s.merges > 0), None
         )
+        from .diagnose import selection_findings  # only reports need it
+
         findings = selection_findings(
             decides=tasks,
             silent=sum(s.silent for s in self.stats),
