@@ -13,7 +13,9 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Collection
 
 from .records import record
@@ -142,77 +144,128 @@ def _jaccard_partners(
     """``partners(i, skip)``: each j not in ``skip`` (ascending) with Jaccard >= threshold.
 
     A set-similarity join (prefix, size and positional filters, as in AllPairs and
-    PPJoin). Tokens are put in one global order, rarest first. If two sets reach
-    the threshold, their overlap is at least ``need(|x|) = ceil(t |x|)`` of either,
-    so the first token they share lies among the first ``|x| - need(|x|) + 1``
-    tokens (the prefix) of both: only prefixes are indexed. Where that first shared
-    token sits at position ``i`` of ``a`` and ``j`` of ``b``, the overlap is at most
-    ``1 + min(|a| - i - 1, |b| - j - 1)``, which must reach ``t (|a| + |b|) / (1 + t)``:
-    lessons written from one template share their common words late in the order
-    and are pruned here by the block, without being compared. Survivors are
-    compared exactly. Every bound is rounded towards keeping a pair.
+    PPJoin). Tokens are put in one global order, rarest first, and renamed by their
+    rank (small ints). If two sets reach the threshold, their overlap is at least
+    ``need(|x|) = ceil(t |x|)`` of either, so the first token they share lies among
+    the first ``|x| - need(|x|) + 1`` tokens (the prefix) of both: only prefixes are
+    indexed. Where that first shared token sits at position ``i`` of ``a`` and ``j``
+    of ``b``, the overlap is at most ``1 + min(|a| - i - 1, |b| - j - 1)``, which must
+    reach ``alpha = t (|a| + |b|) / (1 + t)``: lessons written from one template share
+    their common words late in the order and are pruned here by the block, without
+    being compared.
+
+    Survivors then meet PPJoin's prefix-overlap bound before being compared: every
+    token the two share up to the end of the prefix that ends first (in the global
+    order) lies in both prefixes, and after it at most the rest of that set can be
+    shared, so ``overlap <= |P_a & P_b| + (|s| - |P_s|)`` for that set ``s``. The
+    prefix overlaps of all partners are counted at once (``Counter`` over the
+    index's blocks). Survivors are compared exactly. Every bound is rounded towards
+    keeping a pair.
     """
-    df: dict[str, int] = {}
-    for ts in tokens:
-        for t in ts:
-            df[t] = df.get(t, 0) + 1
-    rank = {t: r for r, t in enumerate(sorted(df, key=lambda t: (df[t], t)))}
-    ordered = [sorted(ts, key=rank.__getitem__) for ts in tokens]
+    df = Counter(itertools.chain.from_iterable(tokens))
+    names = sorted(df, key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(names)}
+    del names
+    ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
+    del rank
+    sets = [frozenset(seq) for seq in ordered]
+    set_size = [len(seq) for seq in ordered]
 
     def prefix_len(size: int) -> int:
         need = math.ceil(threshold * size - 1e-9 * size)
         return max(0, min(size, size - need + 1))
 
+    plen = [prefix_len(size) for size in set_size]
+    # the rank of each set's last prefix token (-1 for an empty prefix)
+    last = [seq[p - 1] if p else -1 for seq, p in zip(ordered, plen, strict=True)]
+    # A token in one prefix only pairs nobody: only tokens two prefixes hold are indexed.
+    in_prefixes = Counter(
+        itertools.chain.from_iterable(seq[:p] for seq, p in zip(ordered, plen, strict=True))
+    )
     # token -> (set sizes ascending, [(positions ascending, member ids aligned)])
-    staged: dict[str, dict[int, list[tuple[int, int]]]] = {}
+    staged: dict[int, dict[int, list[int]]] = {}
+    n = len(ordered)
+    #: each set's prefix tokens that are indexed, with their positions
+    probes: list[list[tuple[int, int]]] = []
     for j, seq in enumerate(ordered):
         size = len(seq)
-        for pos in range(prefix_len(size)):
-            staged.setdefault(seq[pos], {}).setdefault(size, []).append((pos, j))
-    index: dict[str, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
+        mine = []
+        for pos in range(plen[j]):
+            t = seq[pos]
+            if in_prefixes[t] < 2:
+                continue
+            mine.append((pos, t))
+            by_size = staged.get(t)
+            if by_size is None:
+                staged[t] = {size: [pos * n + j]}
+            else:
+                block = by_size.get(size)
+                if block is None:
+                    by_size[size] = [pos * n + j]
+                else:
+                    block.append(pos * n + j)
+        probes.append(mine)
+    del in_prefixes
+    index: dict[int, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
     for t, by_size in staged.items():
         sizes = sorted(by_size)
         blocks = []
         for size in sizes:
-            pairs = sorted(by_size[size])
-            blocks.append(([p for p, _ in pairs], [j for _, j in pairs]))
+            keys = by_size[size]
+            keys.sort()
+            blocks.append(([k // n for k in keys], [k % n for k in keys]))
         index[t] = (sizes, blocks)
     del staged
     ratio = threshold / (1.0 + threshold)
     shrink, grow = 1 - 1e-9, 1 + 1e-9
-    set_size = [len(ts) for ts in tokens]
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
 
     def partners(i: int, skip: set[int]) -> list[int]:
         seq = ordered[i]
         sa = len(seq)
+        pa_len = plen[i]
         lo, hi = threshold * sa * shrink, sa / threshold * grow
         found: set[int] = set()
-        for pos_a in range(prefix_len(sa)):
+        met: list[list[int]] = []  # every block in the size range, for the prefix overlaps
+        for pos_a, tok in probes[i]:
             room_a = sa - pos_a  # this token and every token of a after it
             # alpha = ratio (sa + sb) must not exceed room_a: a bound on sb too
             top = min(hi, room_a / ratio * grow - sa)
-            if top < lo:
-                continue
-            sizes, blocks = index[seq[pos_a]]
-            for b in range(bisect.bisect_left(sizes, lo), bisect.bisect_right(sizes, top)):
+            sizes, blocks = index[tok]
+            first = bisect_left(sizes, lo)
+            end = bisect_right(sizes, hi)
+            cut_end = bisect_right(sizes, top, first, end) if top >= lo else first
+            for b in range(first, end):
+                positions, members = blocks[b]
+                met.append(members)
+                if b >= cut_end:
+                    continue
                 sb = sizes[b]
                 alpha = ratio * (sa + sb) * shrink
                 if room_a < alpha:
                     continue
-                positions, members = blocks[b]
                 # b's own room, sb - pos_b, must reach alpha too: pos_b <= sb - alpha
-                cut = bisect.bisect_right(positions, sb - alpha)
+                cut = bisect_right(positions, sb - alpha)
                 if cut:
                     found.update(members[:cut])
         found -= skip
-        ta = tokens[i]
-        la = len(ta)
-        # Exact Jaccard, as the pairwise scan computes it (same float expression).
-        out = [
-            j
-            for j in found
-            if (inter := len(ta & tokens[j])) / (la + set_size[j] - inter) >= threshold
-        ]
+        found.discard(i)
+        if not found:
+            return []
+        shared = Counter(itertools.chain.from_iterable(met))  # |P_a & P_b| for each b met
+        last_a = last[i]
+        rest_a = sa - pa_len
+        ta = sets[i]
+        out = []
+        for j in found:
+            sb = set_size[j]
+            rest = rest_a if last_a <= last[j] else sb - plen[j]
+            if shared[j] + rest < ratio * (sa + sb) * shrink:
+                continue
+            # Exact Jaccard, as the pairwise scan computes it (same float expression).
+            inter = len(ta & sets[j])
+            if inter / (sa + sb - inter) >= threshold:
+                out.append(j)
         out.sort()
         return out
 
@@ -312,7 +365,7 @@ def merge_groups(
         raise ValueError(
             f"unknown merge similarity {similarity!r} (choose from {', '.join(MERGE_SIMILARITIES)})"
         )
-    merges: list[Merge] = []
+    planned: list[tuple[MemoryEntry, list[str]]] = []
     for group in _groups(store, threshold, exclude, source_policy, similarity):
         answers: list[str] = []
         for m in group:
@@ -331,9 +384,15 @@ def merge_groups(
             uses=sum(m.uses for m in group),
             lineage=[m.id for m in group],
         )
-        clipped = store.merge_into(heir, [m.id for m in group])
-        merges.append(Merge(heir, tuple(m.id for m in group), clipped))
-    return merges
+        planned.append((heir, [m.id for m in group]))
+    many = getattr(store, "merge_many", None)  # a database store writes the members in bulk
+    if many is not None:
+        clipped = many(planned)
+    else:
+        clipped = [store.merge_into(heir, ids) for heir, ids in planned]
+    return [
+        Merge(heir, tuple(ids), clip) for (heir, ids), clip in zip(planned, clipped, strict=True)
+    ]
 
 
 def consolidate(
