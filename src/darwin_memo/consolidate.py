@@ -13,10 +13,12 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 from .records import record
 from .types import EntryKind, MemoryEntry
@@ -104,6 +106,36 @@ def _groups_indexed(
     weighted: bool = False,
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair."""
+    with _collector_paused():
+        return _gather(store, retriever, threshold, exclude, source_policy, weighted)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the join builds its index.
+
+    The join allocates millions of small containers and frees them by reference
+    counting; the collector would otherwise walk every object alive (the whole
+    store) again and again, which took half of building the index.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _gather(
+    store: MemoryStore,
+    retriever: LexicalRetriever,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+    weighted: bool,
+) -> list[list[MemoryEntry]]:
     candidates = _candidates(store, exclude)
     stored = getattr(store, "token_sets", None)  # a database store keeps them per row
     tokens = stored(candidates) if stored else [retriever.tokens(e) for e in candidates]
@@ -144,23 +176,21 @@ def _jaccard_partners(
     """``partners(i, skip)``: each j not in ``skip`` (ascending) with Jaccard >= threshold.
 
     A set-similarity join (prefix, size and positional filters, as in AllPairs and
-    PPJoin). Tokens are put in one global order, rarest first, and renamed by their
-    rank (small ints). If two sets reach the threshold, their overlap is at least
-    ``need(|x|) = ceil(t |x|)`` of either, so the first token they share lies among
-    the first ``|x| - need(|x|) + 1`` tokens (the prefix) of both: only prefixes are
-    indexed. Where that first shared token sits at position ``i`` of ``a`` and ``j``
-    of ``b``, the overlap is at most ``1 + min(|a| - i - 1, |b| - j - 1)``, which must
-    reach ``alpha = t (|a| + |b|) / (1 + t)``: lessons written from one template share
-    their common words late in the order and are pruned here by the block, without
-    being compared.
+    PPJoin, with the two-token prefix of AdaptJoin). Tokens are put in one global
+    order, rarest first, and renamed by their rank (small ints). If two sets reach
+    the threshold their overlap ``o`` is at least ``alpha = t (|a| + |b|) / (1 + t)``,
+    and at least ``need(|x|) = ceil(t |x|)`` of either. The ``k``-th token they share
+    has ``o - k`` shared tokens after it in both sets, so it sits at a position
+    ``p <= |x| - alpha + k - 1`` of each: the first shared token lies in the first
+    ``|x| - need(|x|) + 1`` tokens (the prefix) and the second in one more.
 
-    Survivors then meet PPJoin's prefix-overlap bound before being compared: every
-    token the two share up to the end of the prefix that ends first (in the global
-    order) lies in both prefixes, and after it at most the rest of that set can be
-    shared, so ``overlap <= |P_a & P_b| + (|s| - |P_s|)`` for that set ``s``. The
-    prefix overlaps of all partners are counted at once (``Counter`` over the
-    index's blocks). Survivors are compared exactly. Every bound is rounded towards
-    keeping a pair.
+    So only those extended prefixes are indexed (by token, set size and position),
+    and a pair needing two shared tokens (``alpha > 1``) is a candidate only where
+    two of ``a``'s tokens each find ``b`` at a position within that bound: lessons
+    written from one template share one rare word with many others, and common
+    words only late in the order, and are dropped without being compared. A pair
+    that one shared token could make (tiny sets) is kept on the first token alone.
+    Candidates are compared exactly. Every bound is rounded towards keeping a pair.
     """
     df = Counter(itertools.chain.from_iterable(tokens))
     names = sorted(df, key=lambda t: (df[t], t))
@@ -171,28 +201,27 @@ def _jaccard_partners(
     sets = [frozenset(seq) for seq in ordered]
     set_size = [len(seq) for seq in ordered]
 
-    def prefix_len(size: int) -> int:
+    def indexed_len(size: int) -> int:
+        """The prefix and one token more (where a second shared token may sit)."""
         need = math.ceil(threshold * size - 1e-9 * size)
-        return max(0, min(size, size - need + 1))
+        return max(0, min(size, size - need + 2))
 
-    plen = [prefix_len(size) for size in set_size]
-    # the rank of each set's last prefix token (-1 for an empty prefix)
-    last = [seq[p - 1] if p else -1 for seq, p in zip(ordered, plen, strict=True)]
-    # A token in one prefix only pairs nobody: only tokens two prefixes hold are indexed.
-    in_prefixes = Counter(
+    plen = [indexed_len(size) for size in set_size]
+    # A token in one extended prefix only pairs nobody: only tokens two hold are indexed.
+    held = Counter(
         itertools.chain.from_iterable(seq[:p] for seq, p in zip(ordered, plen, strict=True))
     )
     # token -> (set sizes ascending, [(positions ascending, member ids aligned)])
     staged: dict[int, dict[int, list[int]]] = {}
     n = len(ordered)
-    #: each set's prefix tokens that are indexed, with their positions
+    #: each set's indexed tokens, with their positions
     probes: list[list[tuple[int, int]]] = []
     for j, seq in enumerate(ordered):
         size = len(seq)
         mine = []
         for pos in range(plen[j]):
             t = seq[pos]
-            if in_prefixes[t] < 2:
+            if held[t] < 2:
                 continue
             mine.append((pos, t))
             by_size = staged.get(t)
@@ -205,7 +234,7 @@ def _jaccard_partners(
                 else:
                     block.append(pos * n + j)
         probes.append(mine)
-    del in_prefixes
+    del held
     index: dict[int, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
     for t, by_size in staged.items():
         sizes = sorted(by_size)
@@ -221,51 +250,46 @@ def _jaccard_partners(
     bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
 
     def partners(i: int, skip: set[int]) -> list[int]:
-        seq = ordered[i]
-        sa = len(seq)
-        pa_len = plen[i]
+        sa = set_size[i]
         lo, hi = threshold * sa * shrink, sa / threshold * grow
-        found: set[int] = set()
-        met: list[list[int]] = []  # every block in the size range, for the prefix overlaps
+        once: set[int] = set()  # met through one token of a
+        twice: set[int] = set()  # met through two
+        sure: set[int] = set()  # pairs one shared token can make, met on the first
         for pos_a, tok in probes[i]:
-            room_a = sa - pos_a  # this token and every token of a after it
-            # alpha = ratio (sa + sb) must not exceed room_a: a bound on sb too
-            top = min(hi, room_a / ratio * grow - sa)
+            room = sa - pos_a + 1  # the tokens of a from here on, plus one
+            # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
+            top = min(hi, room / ratio * grow - sa)
+            if top < lo:
+                continue
             sizes, blocks = index[tok]
-            first = bisect_left(sizes, lo)
-            end = bisect_right(sizes, hi)
-            cut_end = bisect_right(sizes, top, first, end) if top >= lo else first
-            for b in range(first, end):
-                positions, members = blocks[b]
-                met.append(members)
-                if b >= cut_end:
-                    continue
+            for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
                 sb = sizes[b]
                 alpha = ratio * (sa + sb) * shrink
-                if room_a < alpha:
+                if room < alpha:
                     continue
-                # b's own room, sb - pos_b, must reach alpha too: pos_b <= sb - alpha
-                cut = bisect_right(positions, sb - alpha)
+                positions, members = blocks[b]
+                if alpha <= 1.0:  # one shared token may do: the first token's bound
+                    if room - 1 >= alpha:
+                        cut = bisect_right(positions, sb - alpha)
+                        if cut:
+                            sure.update(members[:cut])
+                    continue
+                # b's own room, sb - pos_b, plus one must reach alpha too
+                cut = bisect_right(positions, sb - alpha + 1)
                 if cut:
-                    found.update(members[:cut])
+                    met = members[:cut]
+                    twice.update(once.intersection(met))
+                    once.update(met)
+        found = twice | sure if sure else twice
         found -= skip
         found.discard(i)
-        if not found:
-            return []
-        shared = Counter(itertools.chain.from_iterable(met))  # |P_a & P_b| for each b met
-        last_a = last[i]
-        rest_a = sa - pa_len
         ta = sets[i]
-        out = []
-        for j in found:
-            sb = set_size[j]
-            rest = rest_a if last_a <= last[j] else sb - plen[j]
-            if shared[j] + rest < ratio * (sa + sb) * shrink:
-                continue
-            # Exact Jaccard, as the pairwise scan computes it (same float expression).
-            inter = len(ta & sets[j])
-            if inter / (sa + sb - inter) >= threshold:
-                out.append(j)
+        # Exact Jaccard, as the pairwise scan computes it (same float expression).
+        out = [
+            j
+            for j in found
+            if (inter := len(ta & sets[j])) / (sa + set_size[j] - inter) >= threshold
+        ]
         out.sort()
         return out
 
