@@ -255,7 +255,9 @@ def _jaccard_partners(
         once: set[int] = set()  # met through one token of a
         twice: set[int] = set()  # met through two
         sure: set[int] = set()  # pairs one shared token can make, met on the first
-        for pos_a, tok in probes[i]:
+        mine = probes[i]
+        final = mine[-1][0] if mine else -1  # nobody first met here can be met again
+        for pos_a, tok in mine:
             room = sa - pos_a + 1  # the tokens of a from here on, plus one
             # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
             top = min(hi, room / ratio * grow - sa)
@@ -279,19 +281,21 @@ def _jaccard_partners(
                 if cut:
                     met = members[:cut]
                     twice.update(once.intersection(met))
-                    once.update(met)
+                    if pos_a != final:
+                        once.update(met)
         found = twice | sure if sure else twice
         found -= skip
         found.discard(i)
-        ta = sets[i]
+        if not found:
+            return []
+        cands = sorted(found)
+        overlaps = map(len, map(sets[i].intersection, [sets[j] for j in cands]))
         # Exact Jaccard, as the pairwise scan computes it (same float expression).
-        out = [
+        return [
             j
-            for j in found
-            if (inter := len(ta & sets[j])) / (sa + set_size[j] - inter) >= threshold
+            for j, inter in zip(cands, overlaps, strict=True)
+            if inter / (sa + set_size[j] - inter) >= threshold
         ]
-        out.sort()
-        return out
 
     return partners
 
