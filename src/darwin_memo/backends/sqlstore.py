@@ -562,7 +562,7 @@ class SqlStore(MemoryStore):
         conn.executemany(
             "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
             "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
-            updates,
+            sorted(updates, key=itemgetter(-1)),  # in rowid order: pages in sequence
         )
         postings = [
             (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
