@@ -144,6 +144,10 @@ def _gather(
     else:
         partners = _jaccard_partners(tokens, threshold)
     consumed: set[int] = set()
+    # Without a source policy, an earlier anchor left standing is no partner of a later
+    # one: similarity is symmetric, so it would have taken the later one into its
+    # group. Skipping those spares comparing every such pair a second time.
+    skip: set[int] = set() if source_policy == "off" else consumed
     groups: list[list[MemoryEntry]] = []
     for i, anchor in enumerate(candidates):
         if i in consumed:
@@ -154,7 +158,7 @@ def _gather(
             continue  # an empty token set is similar to nothing
         group = [anchor]
         shared = set(anchor.sources)
-        for j in partners(i, consumed):
+        for j in partners(i, skip):
             if j == i:
                 continue
             other = candidates[j]
@@ -162,8 +166,12 @@ def _gather(
                 continue
             group.append(other)
             consumed.add(j)
+            if skip is not consumed:
+                skip.add(j)
             if source_policy == "shared":
                 shared &= set(other.sources)
+        if skip is not consumed:
+            skip.add(i)
         if len(group) >= 2:
             consumed.add(i)
             groups.append(group)
