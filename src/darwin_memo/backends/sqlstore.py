@@ -543,6 +543,10 @@ class SqlStore(MemoryStore):
                 f"SELECT id, rowid, alive, toks FROM entries WHERE id IN ({marks})", chunk
             ):
                 rows[str(entry_id)] = (int(rowid), int(alive), str(toks))
+        for entry in entries:
+            if entry.id not in rows:  # no row yet: the one-by-one path inserts it
+                self._write(entry, False)
+        entries = [e for e in entries if e.id in rows]
         version = self.backend.txn_version
         updates = []
         for entry in entries:
