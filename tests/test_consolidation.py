@@ -69,8 +69,7 @@ def _tables(store: Any) -> dict[str, list[tuple[Any, ...]]]:
         if not str(row[0]).startswith("sqlite_") and row[0] != "schema_migrations"
     ]
     return {
-        name: sorted(conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr)
-        for name in names
+        name: sorted(conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr) for name in names
     }
 
 
@@ -122,3 +121,35 @@ def test_merge_many_writes_what_merge_into_writes(seed: int) -> None:
     assert books_many == books_one
     assert _tables(many) == _tables(one)
     assert sorted(e.id for e in many.alive()) == sorted(e.id for e in one.alive())
+
+
+def test_consolidation_on_every_backend_merges_alike(pg_cluster: Any) -> None:
+    """Batched merges on SQLite and PostgreSQL: the memory store's groups, a sound index."""
+    from conftest import new_store
+    from darwin_memo.consolidate import merge_groups
+
+    rnd = random.Random(11)
+    sets = _templated_sets(rnd, 120)
+    stores = [new_store(kind) for kind in ("memory", "sqlite", "postgres")]
+    results = []
+    for store in stores:
+        for i, words in enumerate(sets):
+            text = " ".join(sorted(words))
+            store.add(MemoryEntry(text or "empty", "", id=f"e{i:03d}", recorded_ts="t"))
+        merges = merge_groups(store, cycle=1, threshold=0.55)
+        kept = sorted(e.id for e in store.alive() if e.id.startswith("e") and len(e.id) == 4)
+        results.append(([m.members for m in merges], kept, len(store)))
+    assert results[0] == results[1] == results[2]
+    assert results[0][0], "the templated sets should have near-duplicates to merge"
+    for store in stores[1:]:
+        conn = store.conn
+        (df,) = conn.execute("SELECT SUM(df) FROM tokens").fetchone()
+        (postings,) = conn.execute("SELECT COUNT(*) FROM postings").fetchone()
+        (dead,) = conn.execute(
+            "SELECT COUNT(*) FROM postings p JOIN entries e ON e.rowid = p.entry_rowid "
+            "WHERE e.alive = 0"
+        ).fetchone()
+        assert df == postings and dead == 0
+        hits = [e.id for e, _ in store.retrieve(" ".join(sorted(sets[0])), k=5)]
+        assert all(e is not None for e in map(store.get, hits))
+    stores[2].backend.close()
