@@ -13,8 +13,12 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
+import itertools
 import math
-from collections.abc import Callable, Collection
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
 
 from .records import record
 from .types import EntryKind, MemoryEntry
@@ -102,6 +106,36 @@ def _groups_indexed(
     weighted: bool = False,
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair."""
+    with _collector_paused():
+        return _gather(store, retriever, threshold, exclude, source_policy, weighted)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the join builds its index.
+
+    The join allocates millions of small containers and frees them by reference
+    counting; the collector would otherwise walk every object alive (the whole
+    store) again and again, which took half of building the index.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _gather(
+    store: MemoryStore,
+    retriever: LexicalRetriever,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+    weighted: bool,
+) -> list[list[MemoryEntry]]:
     candidates = _candidates(store, exclude)
     stored = getattr(store, "token_sets", None)  # a database store keeps them per row
     tokens = stored(candidates) if stored else [retriever.tokens(e) for e in candidates]
@@ -110,6 +144,10 @@ def _groups_indexed(
     else:
         partners = _jaccard_partners(tokens, threshold)
     consumed: set[int] = set()
+    # Without a source policy, an earlier anchor left standing is no partner of a later
+    # one: similarity is symmetric, so it would have taken the later one into its
+    # group. Skipping those spares comparing every such pair a second time.
+    skip: set[int] = set() if source_policy == "off" else consumed
     groups: list[list[MemoryEntry]] = []
     for i, anchor in enumerate(candidates):
         if i in consumed:
@@ -120,7 +158,7 @@ def _groups_indexed(
             continue  # an empty token set is similar to nothing
         group = [anchor]
         shared = set(anchor.sources)
-        for j in partners(i, consumed):
+        for j in partners(i, skip):
             if j == i:
                 continue
             other = candidates[j]
@@ -128,8 +166,12 @@ def _groups_indexed(
                 continue
             group.append(other)
             consumed.add(j)
+            if skip is not consumed:
+                skip.add(j)
             if source_policy == "shared":
                 shared &= set(other.sources)
+        if skip is not consumed:
+            skip.add(i)
         if len(group) >= 2:
             consumed.add(i)
             groups.append(group)
@@ -142,79 +184,126 @@ def _jaccard_partners(
     """``partners(i, skip)``: each j not in ``skip`` (ascending) with Jaccard >= threshold.
 
     A set-similarity join (prefix, size and positional filters, as in AllPairs and
-    PPJoin). Tokens are put in one global order, rarest first. If two sets reach
-    the threshold, their overlap is at least ``need(|x|) = ceil(t |x|)`` of either,
-    so the first token they share lies among the first ``|x| - need(|x|) + 1``
-    tokens (the prefix) of both: only prefixes are indexed. Where that first shared
-    token sits at position ``i`` of ``a`` and ``j`` of ``b``, the overlap is at most
-    ``1 + min(|a| - i - 1, |b| - j - 1)``, which must reach ``t (|a| + |b|) / (1 + t)``:
-    lessons written from one template share their common words late in the order
-    and are pruned here by the block, without being compared. Survivors are
-    compared exactly. Every bound is rounded towards keeping a pair.
+    PPJoin, with the two-token prefix of AdaptJoin). Tokens are put in one global
+    order, rarest first, and renamed by their rank (small ints). If two sets reach
+    the threshold their overlap ``o`` is at least ``alpha = t (|a| + |b|) / (1 + t)``,
+    and at least ``need(|x|) = ceil(t |x|)`` of either. The ``k``-th token they share
+    has ``o - k`` shared tokens after it in both sets, so it sits at a position
+    ``p <= |x| - alpha + k - 1`` of each: the first shared token lies in the first
+    ``|x| - need(|x|) + 1`` tokens (the prefix) and the second in one more.
+
+    So only those extended prefixes are indexed (by token, set size and position),
+    and a pair needing two shared tokens (``alpha > 1``) is a candidate only where
+    two of ``a``'s tokens each find ``b`` at a position within that bound: lessons
+    written from one template share one rare word with many others, and common
+    words only late in the order, and are dropped without being compared. A pair
+    that one shared token could make (tiny sets) is kept on the first token alone.
+    Candidates are compared exactly. Every bound is rounded towards keeping a pair.
     """
-    df: dict[str, int] = {}
-    for ts in tokens:
-        for t in ts:
-            df[t] = df.get(t, 0) + 1
-    rank = {t: r for r, t in enumerate(sorted(df, key=lambda t: (df[t], t)))}
-    ordered = [sorted(ts, key=rank.__getitem__) for ts in tokens]
+    df = Counter(itertools.chain.from_iterable(tokens))
+    names = sorted(df, key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(names)}
+    del names
+    ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
+    del rank
+    sets = [frozenset(seq) for seq in ordered]
+    set_size = [len(seq) for seq in ordered]
 
-    def prefix_len(size: int) -> int:
+    def indexed_len(size: int) -> int:
+        """The prefix and one token more (where a second shared token may sit)."""
         need = math.ceil(threshold * size - 1e-9 * size)
-        return max(0, min(size, size - need + 1))
+        return max(0, min(size, size - need + 2))
 
+    plen = [indexed_len(size) for size in set_size]
+    # A token in one extended prefix only pairs nobody: only tokens two hold are indexed.
+    held = Counter(
+        itertools.chain.from_iterable(seq[:p] for seq, p in zip(ordered, plen, strict=True))
+    )
     # token -> (set sizes ascending, [(positions ascending, member ids aligned)])
-    staged: dict[str, dict[int, list[tuple[int, int]]]] = {}
+    staged: dict[int, dict[int, list[int]]] = {}
+    n = len(ordered)
+    #: each set's indexed tokens, with their positions
+    probes: list[list[tuple[int, int]]] = []
     for j, seq in enumerate(ordered):
         size = len(seq)
-        for pos in range(prefix_len(size)):
-            staged.setdefault(seq[pos], {}).setdefault(size, []).append((pos, j))
-    index: dict[str, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
+        mine = []
+        for pos in range(plen[j]):
+            t = seq[pos]
+            if held[t] < 2:
+                continue
+            mine.append((pos, t))
+            by_size = staged.get(t)
+            if by_size is None:
+                staged[t] = {size: [pos * n + j]}
+            else:
+                block = by_size.get(size)
+                if block is None:
+                    by_size[size] = [pos * n + j]
+                else:
+                    block.append(pos * n + j)
+        probes.append(mine)
+    del held
+    index: dict[int, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
     for t, by_size in staged.items():
         sizes = sorted(by_size)
         blocks = []
         for size in sizes:
-            pairs = sorted(by_size[size])
-            blocks.append(([p for p, _ in pairs], [j for _, j in pairs]))
+            keys = by_size[size]
+            keys.sort()
+            blocks.append(([k // n for k in keys], [k % n for k in keys]))
         index[t] = (sizes, blocks)
     del staged
     ratio = threshold / (1.0 + threshold)
     shrink, grow = 1 - 1e-9, 1 + 1e-9
-    set_size = [len(ts) for ts in tokens]
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
 
     def partners(i: int, skip: set[int]) -> list[int]:
-        seq = ordered[i]
-        sa = len(seq)
+        sa = set_size[i]
         lo, hi = threshold * sa * shrink, sa / threshold * grow
-        found: set[int] = set()
-        for pos_a in range(prefix_len(sa)):
-            room_a = sa - pos_a  # this token and every token of a after it
-            # alpha = ratio (sa + sb) must not exceed room_a: a bound on sb too
-            top = min(hi, room_a / ratio * grow - sa)
+        once: set[int] = set()  # met through one token of a
+        twice: set[int] = set()  # met through two
+        sure: set[int] = set()  # pairs one shared token can make, met on the first
+        mine = probes[i]
+        final = mine[-1][0] if mine else -1  # nobody first met here can be met again
+        for pos_a, tok in mine:
+            room = sa - pos_a + 1  # the tokens of a from here on, plus one
+            # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
+            top = min(hi, room / ratio * grow - sa)
             if top < lo:
                 continue
-            sizes, blocks = index[seq[pos_a]]
-            for b in range(bisect.bisect_left(sizes, lo), bisect.bisect_right(sizes, top)):
+            sizes, blocks = index[tok]
+            for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
                 sb = sizes[b]
                 alpha = ratio * (sa + sb) * shrink
-                if room_a < alpha:
+                if room < alpha:
                     continue
                 positions, members = blocks[b]
-                # b's own room, sb - pos_b, must reach alpha too: pos_b <= sb - alpha
-                cut = bisect.bisect_right(positions, sb - alpha)
+                if alpha <= 1.0:  # one shared token may do: the first token's bound
+                    if room - 1 >= alpha:
+                        cut = bisect_right(positions, sb - alpha)
+                        if cut:
+                            sure.update(members[:cut])
+                    continue
+                # b's own room, sb - pos_b, plus one must reach alpha too
+                cut = bisect_right(positions, sb - alpha + 1)
                 if cut:
-                    found.update(members[:cut])
+                    met = members[:cut]
+                    twice.update(once.intersection(met))
+                    if pos_a != final:
+                        once.update(met)
+        found = twice | sure if sure else twice
         found -= skip
-        ta = tokens[i]
-        la = len(ta)
+        found.discard(i)
+        if not found:
+            return []
+        cands = sorted(found)
+        overlaps = map(len, map(sets[i].intersection, [sets[j] for j in cands]))
         # Exact Jaccard, as the pairwise scan computes it (same float expression).
-        out = [
+        return [
             j
-            for j in found
-            if (inter := len(ta & tokens[j])) / (la + set_size[j] - inter) >= threshold
+            for j, inter in zip(cands, overlaps, strict=True)
+            if inter / (sa + set_size[j] - inter) >= threshold
         ]
-        out.sort()
-        return out
 
     return partners
 
@@ -312,7 +401,7 @@ def merge_groups(
         raise ValueError(
             f"unknown merge similarity {similarity!r} (choose from {', '.join(MERGE_SIMILARITIES)})"
         )
-    merges: list[Merge] = []
+    planned: list[tuple[MemoryEntry, list[str]]] = []
     for group in _groups(store, threshold, exclude, source_policy, similarity):
         answers: list[str] = []
         for m in group:
@@ -331,9 +420,15 @@ def merge_groups(
             uses=sum(m.uses for m in group),
             lineage=[m.id for m in group],
         )
-        clipped = store.merge_into(heir, [m.id for m in group])
-        merges.append(Merge(heir, tuple(m.id for m in group), clipped))
-    return merges
+        planned.append((heir, [m.id for m in group]))
+    many = getattr(store, "merge_many", None)  # a database store writes the members in bulk
+    if many is not None:
+        clipped = many(planned)
+    else:
+        clipped = [store.merge_into(heir, ids) for heir, ids in planned]
+    return [
+        Merge(heir, tuple(ids), clip) for (heir, ids), clip in zip(planned, clipped, strict=True)
+    ]
 
 
 def consolidate(

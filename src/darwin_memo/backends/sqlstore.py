@@ -26,6 +26,7 @@ import sqlite3
 import sys
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from operator import itemgetter
 
@@ -337,6 +338,34 @@ def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Collectio
     return out
 
 
+def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -> None:
+    """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
+
+    The token ids are looked up once, the postings deleted in index order, and
+    each token's ``df`` lowered once by its count.
+    """
+    counts: Counter[str] = Counter()
+    for _rowid, toks in rows:
+        counts.update(toks)
+    if not counts:
+        return
+    ids: dict[str, int] = {}
+    for chunk in _chunks(list(counts)):
+        marks = ",".join("?" * len(chunk))
+        for token_id, token in conn.execute(
+            f"SELECT id, token FROM tokens WHERE token IN ({marks})", chunk
+        ):
+            ids[str(token)] = int(token_id)
+    conn.executemany(
+        "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ?",
+        sorted((ids[t], rowid) for rowid, toks in rows for t in toks if t in ids),
+    )
+    conn.executemany(
+        "UPDATE tokens SET df = df - ? WHERE id = ?",
+        sorted((n, ids[t]) for t, n in counts.items() if t in ids),
+    )
+
+
 def write_entry(
     conn: sqlite3.Connection,
     entry: MemoryEntry,
@@ -535,6 +564,10 @@ class SqlStore(MemoryStore):
         self._ints: dict[str, int] = {}
         self._lists_bytes = 0
         self._deferred: ListChanges | None = None
+        #: While ``merge_many`` runs, the entries buried so far (written together after).
+        self._merging: list[MemoryEntry] | None = None
+        #: Ids of the dead ``merge_many`` wrote, until the next ``flush``.
+        self._buried_written: set[str] = set()
 
     # -- rows -----------------------------------------------------------------------
 
@@ -594,8 +627,13 @@ class SqlStore(MemoryStore):
 
     def flush(self, ids: Iterable[str]) -> None:
         """Write the cached state of these entries (attribute changes included)."""
+        # Members ``merge_many`` buried in this operation are written already; the
+        # dead do not change after, so they are not written twice.
+        written, self._buried_written = self._buried_written, set()
         with self.deferred_lists():
             for entry_id in ids:
+                if entry_id in written and entry_id in self._graveyard:
+                    continue
                 entry = self._population.get(entry_id)
                 if entry is not None:
                     self._write(entry, True)
@@ -618,6 +656,7 @@ class SqlStore(MemoryStore):
         if ids is None:
             self._population.clear()
             self._graveyard.clear()
+            self._buried_written.clear()
             return
         for entry_id in ids:
             self._population.pop(entry_id, None)
@@ -723,7 +762,10 @@ class SqlStore(MemoryStore):
         if entry is None:
             return
         super().bury(entry_id, reason)
-        self._write(entry, False)
+        if self._merging is not None:
+            self._merging.append(entry)
+        else:
+            self._write(entry, False)
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         members = [i for i in member_ids if self.get(i) is not None]
@@ -731,6 +773,85 @@ class SqlStore(MemoryStore):
             clipped = super().merge_into(heir, members)
             self._write(heir, True)
         return clipped
+
+    def merge_many(self, merges: Iterable[tuple[MemoryEntry, Iterable[str]]]) -> list[float]:
+        """``merge_into`` for each ``(heir, member_ids)``, the members' rows written in bulk.
+
+        The rows, index and counters end as the merges one by one leave them; the
+        buried members are written with a few batched statements instead of one
+        ``write_entry`` each (their token rows are kept: a burial does not change
+        the text).
+        """
+        done: list[tuple[MemoryEntry, float]] = []
+        buried: list[MemoryEntry] = []
+        with self.deferred_lists():  # each changed token's pack or bits rewritten once
+            self._merging = buried
+            try:
+                for heir, member_ids in merges:
+                    members = [i for i in member_ids if self.get(i) is not None]
+                    done.append((heir, MemoryStore.merge_into(self, heir, members)))
+            finally:
+                self._merging = None
+            self._write_buried(buried)
+            for heir, _ in done:
+                self._write(heir, True)
+        return [clipped for _, clipped in done]
+
+    def _write_buried(self, entries: list[MemoryEntry]) -> None:
+        """Write living rows as dead (what ``write_entry`` does for a burial), batched."""
+        if not entries:
+            return
+        conn = self.conn
+        rows: dict[str, tuple[int, int, str]] = {}
+        for chunk in _chunks([e.id for e in entries]):
+            marks = ",".join("?" * len(chunk))
+            for entry_id, rowid, alive, toks in conn.execute(
+                f"SELECT id, rowid, alive, toks FROM entries WHERE id IN ({marks})", chunk
+            ):
+                rows[str(entry_id)] = (int(rowid), int(alive), str(toks))
+        for entry in entries:
+            if entry.id not in rows:  # no row yet: the one-by-one path inserts it
+                self._write(entry, False)
+        entries = [e for e in entries if e.id in rows]
+        version = self.backend.txn_version
+        updates = []
+        for entry in entries:
+            rowid, _alive, _toks = rows[entry.id]
+            updates.append(
+                (
+                    entry.energy,
+                    self.tick,
+                    int(entry.pinned),
+                    entry.kind.value,
+                    int(entry.id in self.damaged),
+                    _dumps(entry.to_dict()),
+                    version,
+                    rowid,
+                )
+            )
+        conn.executemany(
+            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
+            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
+            sorted(updates, key=itemgetter(-1)),  # in rowid order: pages in sequence
+        )
+        postings = [
+            (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
+        ]
+        _unindex_many(conn, postings)
+        if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
+            changes = self._deferred if self._deferred is not None else {}
+            for rowid, toks in postings:
+                for t in toks:
+                    changes.setdefault(t, {})[rowid] = False
+            if self._deferred is None:
+                apply_list_changes(conn, changes)
+        if postings:
+            _bump(conn, "alive", -len(postings))
+        conn.executemany(
+            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
+            [(member, entry.id) for entry in entries for member in entry.lineage],
+        )
+        self._buried_written.update(e.id for e in entries)
 
     def charge_upkeep(
         self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
