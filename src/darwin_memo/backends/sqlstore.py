@@ -1,10 +1,11 @@
 """A population that lives in SQLite and is read on demand.
 
 ``SqlStore`` is a ``MemoryStore`` whose entries stay in the database: ``get``
-reads one row, retrieval walks an inverted index (``tokens`` + ``postings``)
-with the exact published ranking (see ``index``), and a tick touches only the
-entries that die. That keeps a one-shot ``darwin-memo ledger FILE decide``
-proportional to the question, not to the store.
+reads one row, retrieval walks an inverted index (``tokens`` + ``postings``, read
+through their packed copies ``packs`` and ``blocks``, see below) with the exact
+published ranking (see ``index``), and a tick touches only the entries that die.
+That keeps a one-shot ``darwin-memo ledger FILE decide`` proportional to the
+question, not to the store.
 
 Upkeep is lazy. A row holds its balance at tick ``anchor``; at tick ``T`` the
 balance is ``energy - upkeep * (T - anchor)`` (floored at zero when pinned).
@@ -151,7 +152,8 @@ def _index_tokens(
 # token's list in a form Python reads in one step:
 #
 # - ``packs``: a token held by fewer than DENSE_MIN entries has its rowids as one
-#   sorted array of unsigned 32-bit integers (little-endian), at most 8 KiB;
+#   sorted array of unsigned 32-bit integers (little-endian), at most 32 KiB (so
+#   rowids stay under 2**32: four billion entries ever written);
 # - ``blocks``: a common token (``tokens.dense = 1``) has its rowids as bits, in
 #   blocks of 2**BLOCK_SHIFT rowids (trailing zero bytes trimmed), so a membership
 #   test is a byte lookup. It goes back to a pack under DENSE_DROP holders (the gap
