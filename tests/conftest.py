@@ -30,11 +30,8 @@ def pg_cluster():  # type: ignore[no-untyped-def]
 
     Set ``DARWIN_MEMO_REQUIRE_POSTGRES=1`` to make a missing server or psycopg fail.
     """
-    import os
+    from pgcluster import find_bindir, start_or_skip
 
-    from pgcluster import PgCluster, find_bindir
-
-    required = os.environ.get("DARWIN_MEMO_REQUIRE_POSTGRES") == "1"
     bindir = find_bindir()
     reason = ""
     try:
@@ -43,19 +40,7 @@ def pg_cluster():  # type: ignore[no-untyped-def]
         reason = "psycopg is not installed (pip install -e .[dev])"
     if bindir is None:
         reason = "no PostgreSQL server programs (initdb, pg_ctl) on this machine"
-    if reason:
-        if required:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    cluster = PgCluster(bindir)  # type: ignore[arg-type]
-    try:
-        cluster.init()
-        cluster.start()
-    except Exception as exc:
-        cluster.destroy()
-        if required:
-            raise
-        pytest.skip(f"could not start a PostgreSQL cluster: {exc}")
+    cluster = start_or_skip(bindir, reason)
     _PG.append(cluster)
     yield cluster
     _PG.remove(cluster)

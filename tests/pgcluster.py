@@ -107,3 +107,30 @@ class PgCluster:
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_or_skip(bindir: Path | None, missing: str) -> PgCluster:
+    """A started cluster from ``bindir``; else skip the test (fail it when required).
+
+    ``missing`` says why there is no server ("" when ``bindir`` is usable). Under
+    ``DARWIN_MEMO_REQUIRE_POSTGRES=1`` (as ``.ci/run`` sets) a missing or failing
+    server fails instead of skipping.
+    """
+    import pytest
+
+    required = os.environ.get("DARWIN_MEMO_REQUIRE_POSTGRES") == "1"
+    if missing or bindir is None:
+        reason = missing or "no PostgreSQL server programs"
+        if required:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    cluster = PgCluster(bindir)
+    try:
+        cluster.init()
+        cluster.start()
+    except Exception as exc:
+        cluster.destroy()
+        if required:
+            raise
+        pytest.skip(f"could not start a PostgreSQL cluster from {bindir}: {exc}")
+    return cluster

@@ -12,7 +12,6 @@ living entries in insertion order, then the store's (score, energy) order.
 from __future__ import annotations
 
 import importlib.util
-import os
 import random
 import secrets
 import zlib
@@ -60,24 +59,15 @@ class RandomVectors:
 @pytest.fixture(scope="module")
 def vec_cluster() -> Iterator[Any]:
     """PostgreSQL 16 with pgvector, from the pgserver wheel's server programs."""
-    from pgcluster import PgCluster, pgserver_bindir
+    from pgcluster import pgserver_bindir, start_or_skip
 
-    required = os.environ.get("DARWIN_MEMO_REQUIRE_POSTGRES") == "1"
     bindir = pgserver_bindir()
-    if bindir is None:
-        reason = "pgserver (PostgreSQL 16 with pgvector) is not installed: pip install -e .[dev]"
-        if required:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    cluster = PgCluster(bindir)
-    try:
-        cluster.init()
-        cluster.start()
-    except Exception as exc:
-        cluster.destroy()
-        if required:
-            raise
-        pytest.skip(f"could not start pgserver's PostgreSQL: {exc}")
+    missing = (
+        ""
+        if bindir
+        else "pgserver (PostgreSQL 16 with pgvector) is not installed: pip install -e .[dev]"
+    )
+    cluster = start_or_skip(bindir, missing)
     yield cluster
     cluster.destroy()
 
