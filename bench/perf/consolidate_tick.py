@@ -53,6 +53,8 @@ def main() -> None:
     spent: dict[str, float] = {}
     _timed(sqlstore.SqlStore, "alive", spent, "alive")
     _timed(sqlstore.SqlStore, "token_sets", spent, "token_sets")
+    if hasattr(sqlstore.SqlStore, "merge_candidates"):
+        _timed(sqlstore.SqlStore, "merge_candidates", spent, "candidates")
     _timed(consolidate, "_groups", spent, "groups")
     for name in ("merge_many", "merge_into"):
         if hasattr(sqlstore.SqlStore, name):

@@ -128,6 +128,55 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+@record(frozen=True)
+class MergeCandidates:
+    """The candidates of one consolidation, in the greedy order (energy, highest first).
+
+    ``ids``, ``tokens`` (each one's lexical token set) and ``sources`` are aligned;
+    ``entries(indices)`` gives the entries at those positions, read only for the
+    members of a group. A database store builds this from its rows without
+    materializing every entry (``SqlStore.merge_candidates``).
+    """
+
+    ids: list[str]
+    tokens: list[frozenset[str]]
+    sources: list[tuple[str, ...]]
+    entries: Callable[[list[int]], list[MemoryEntry]]
+
+
+def _read_candidates(
+    store: MemoryStore,
+    retriever: LexicalRetriever,
+    exclude: Collection[str],
+    need_sources: bool,
+) -> MergeCandidates:
+    reader = getattr(store, "merge_candidates", None)  # a database store reads its rows
+    if reader is not None:
+        found: MergeCandidates | None = reader(exclude, need_sources)
+        if found is not None:
+            return found
+    candidates = _candidates(store, exclude)
+    stored = getattr(store, "token_sets", None)  # a database store keeps them per row
+    tokens = stored(candidates) if stored else [retriever.tokens(e) for e in candidates]
+    return MergeCandidates(
+        ids=[e.id for e in candidates],
+        tokens=tokens,
+        sources=[tuple(e.sources) for e in candidates] if need_sources else [],
+        entries=lambda indices: [candidates[i] for i in indices],
+    )
+
+
+def _joins_sources(
+    anchor: tuple[str, ...], other: tuple[str, ...], policy: str, shared: set[str]
+) -> bool:
+    """``_joins`` on the sources alone."""
+    if policy == "shared":
+        return bool(other) and bool(shared.intersection(other))
+    if policy == "identical":
+        return set(other) == set(anchor)
+    return True
+
+
 def _gather(
     store: MemoryStore,
     retriever: LexicalRetriever,
@@ -136,9 +185,8 @@ def _gather(
     source_policy: str,
     weighted: bool,
 ) -> list[list[MemoryEntry]]:
-    candidates = _candidates(store, exclude)
-    stored = getattr(store, "token_sets", None)  # a database store keeps them per row
-    tokens = stored(candidates) if stored else [retriever.tokens(e) for e in candidates]
+    found = _read_candidates(store, retriever, exclude, source_policy != "off")
+    tokens, sources = found.tokens, found.sources
     if weighted:
         partners = _weighted_partners(tokens, threshold)
     else:
@@ -148,34 +196,42 @@ def _gather(
     # one: similarity is symmetric, so it would have taken the later one into its
     # group. Skipping those spares comparing every such pair a second time.
     skip: set[int] = set() if source_policy == "off" else consumed
-    groups: list[list[MemoryEntry]] = []
-    for i, anchor in enumerate(candidates):
+    groups: list[list[int]] = []
+    for i in range(len(tokens)):
         if i in consumed:
             continue
-        if source_policy != "off" and not anchor.sources:
+        if source_policy != "off" and not sources[i]:
             continue
         if not tokens[i]:
             continue  # an empty token set is similar to nothing
-        group = [anchor]
-        shared = set(anchor.sources)
+        group = [i]
+        mine = sources[i] if source_policy != "off" else ()
+        shared = set(mine)
         for j in partners(i, skip):
             if j == i:
                 continue
-            other = candidates[j]
-            if not _joins(anchor, other, source_policy, shared):
-                continue
-            group.append(other)
+            if source_policy != "off":
+                if not _joins_sources(mine, sources[j], source_policy, shared):
+                    continue
+                if source_policy == "shared":
+                    shared.intersection_update(sources[j])
+            group.append(j)
             consumed.add(j)
             if skip is not consumed:
                 skip.add(j)
-            if source_policy == "shared":
-                shared &= set(other.sources)
         if skip is not consumed:
             skip.add(i)
         if len(group) >= 2:
             consumed.add(i)
             groups.append(group)
-    return groups
+    # Only the members of a group are read whole, all at once.
+    flat = found.entries([i for group in groups for i in group])
+    out: list[list[MemoryEntry]] = []
+    at = 0
+    for group in groups:
+        out.append(flat[at : at + len(group)])
+        at += len(group)
+    return out
 
 
 def _jaccard_partners(

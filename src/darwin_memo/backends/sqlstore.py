@@ -43,6 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..consolidate import MergeCandidates
     from ..interfaces import Retriever
     from .sqlite import SqliteBackend
 
@@ -570,6 +571,9 @@ class SqlStore(MemoryStore):
         self._merging: list[MemoryEntry] | None = None
         #: Ids of the dead ``merge_many`` wrote, until the next ``flush``.
         self._buried_written: set[str] = set()
+        #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
+        #: (tick, version, damaged, data) then, so an unchanged heir is not written twice.
+        self._heirs_written: dict[str, tuple[int, int, bool, str]] = {}
 
     # -- rows -----------------------------------------------------------------------
 
@@ -632,12 +636,21 @@ class SqlStore(MemoryStore):
         # Members ``merge_many`` buried in this operation are written already; the
         # dead do not change after, so they are not written twice.
         written, self._buried_written = self._buried_written, set()
+        heirs, self._heirs_written = self._heirs_written, {}
         with self.deferred_lists():
             for entry_id in ids:
                 if entry_id in written and entry_id in self._graveyard:
                     continue
                 entry = self._population.get(entry_id)
                 if entry is not None:
+                    row = heirs.get(entry_id)
+                    if row is not None and row == (
+                        self.tick,
+                        self.backend.txn_version,
+                        entry_id in self.damaged,
+                        _dumps(entry.to_dict()),
+                    ):
+                        continue  # written by merge_many and unchanged since
                     self._write(entry, True)
                     continue
                 dead = self._graveyard.get(entry_id)
@@ -659,6 +672,7 @@ class SqlStore(MemoryStore):
             self._population.clear()
             self._graveyard.clear()
             self._buried_written.clear()
+            self._heirs_written.clear()
             return
         for entry_id in ids:
             self._population.pop(entry_id, None)
@@ -724,6 +738,102 @@ class SqlStore(MemoryStore):
         for entry_id, entry in wanted.items():
             toks = found.get(entry_id)
             out.append(toks if toks is not None else frozenset(entry_tokens(entry)))
+        return out
+
+    def merge_candidates(
+        self, exclude: Collection[str], need_sources: bool
+    ) -> MergeCandidates | None:
+        """Consolidation's candidates from the rows, without materializing every entry.
+
+        The same list, in the same order, as ``consolidate._candidates`` over
+        ``alive()`` with ``token_sets``: living rows in rowid order, less the excluded,
+        pinned, probationary and juvenile, sorted by balance (highest first, stable).
+        An entry this handle holds in memory counts as held (its balance and flags),
+        as ``alive()`` would return it; the others are judged from their columns and
+        fields of their JSON read by SQLite. A row whose fields are not plain values
+        is read whole, so a damaged row fails as ``alive()`` fails. None (read
+        ``alive()`` instead) on PostgreSQL or when SQLite cannot read a row's JSON.
+        """
+        from ..consolidate import MergeCandidates
+
+        if not isinstance(self.conn, sqlite3.Connection):
+            return None
+        cache = self._population
+        columns = (
+            "rowid, id, energy, anchor, pinned, toks, "
+            "json_extract(data, '$.probation'), json_extract(data, '$.juvenile')"
+        )
+        if need_sources:
+            columns += ", json_extract(data, '$.sources')"
+        try:
+            rows = self.conn.execute(
+                f"SELECT {columns} FROM entries WHERE alive = 1 ORDER BY rowid"
+            ).fetchall()
+        except sqlite3.OperationalError:  # malformed JSON: alive() names the row
+            return None
+        rowids: list[int] = []
+        ids: list[str] = []
+        tokens: list[frozenset[str]] = []
+        sources: list[tuple[str, ...]] = []
+        energies: list[float] = []
+        for row in rows:
+            entry_id = row[1]
+            if entry_id in exclude:
+                continue
+            entry = cache.get(entry_id)
+            probation, juvenile = row[6] or 0, row[7] or 0
+            held: Any = ()
+            if entry is None and need_sources:
+                held = loads(row[8]) if row[8] is not None else []
+            if entry is None and (
+                type(probation) is not int
+                or type(juvenile) is not int
+                or not isinstance(held, (list, tuple))
+                or not all(isinstance(s, str) for s in held)
+            ):
+                entry = self.get(entry_id)  # odd fields: read it whole (and check it)
+            if entry is not None:
+                if entry.pinned or entry.probation > 0 or entry.juvenile > 0:
+                    continue
+                energy = entry.energy
+                held = entry.sources
+            else:
+                if row[4] or probation > 0 or juvenile > 0:
+                    continue
+                energy = self._energy_now(float(row[2]), int(row[3]), False)
+            if need_sources:
+                sources.append(tuple(held))
+            rowids.append(int(row[0]))
+            ids.append(str(entry_id))
+            tokens.append(frozenset(str(row[5]).split()))
+            energies.append(energy)
+        order = sorted(range(len(ids)), key=energies.__getitem__, reverse=True)  # stable
+        rowids = [rowids[i] for i in order]
+
+        def entries(indices: list[int]) -> list[MemoryEntry]:
+            return self._entries_at([rowids[i] for i in indices])
+
+        return MergeCandidates(
+            ids=[ids[i] for i in order],
+            tokens=[tokens[i] for i in order],
+            sources=[sources[i] for i in order] if need_sources else [],
+            entries=entries,
+        )
+
+    def _entries_at(self, rowids: list[int]) -> list[MemoryEntry]:
+        """The living entries at these rowids, in order (cached ones as held)."""
+        rows: dict[int, tuple[Any, ...]] = {}
+        for part in _chunks(sorted(set(rowids))):
+            marks = ",".join("?" * len(part))
+            for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
+                rows[int(row[0])] = row
+        out = []
+        for rowid in rowids:
+            row = rows[rowid]
+            entry = self._population.get(row[1])
+            if entry is None:
+                entry = self._population[row[1]] = self._materialize(row)
+            out.append(entry)
         return out
 
     def graveyard(self) -> list[MemoryEntry]:
@@ -795,9 +905,92 @@ class SqlStore(MemoryStore):
             finally:
                 self._merging = None
             self._write_buried(buried)
-            for heir, _ in done:
-                self._write(heir, True)
+            self._write_heirs([heir for heir, _ in done])
         return [clipped for _, clipped in done]
+
+    def _write_heirs(self, heirs: list[MemoryEntry]) -> None:
+        """``_write(heir, True)`` for each new heir, in order, in a few statements.
+
+        Rowids, token ids (new tokens in order of first use), ``df``, postings, the
+        deferred list changes, the living count and lineage end as one by one.
+        """
+        if not heirs:
+            return
+        conn = self.conn
+        taken = False
+        for part in _chunks([h.id for h in heirs]):
+            marks = ",".join("?" * len(part))
+            if conn.execute(
+                f"SELECT 1 FROM entries WHERE id IN ({marks}) LIMIT 1", part
+            ).fetchone():
+                taken = True
+        # Rows to update, or PostgreSQL (its rowids come from a sequence): one by one.
+        if (
+            taken
+            or len({h.id for h in heirs}) < len(heirs)
+            or not isinstance(conn, sqlite3.Connection)
+        ):
+            for heir in heirs:
+                self._write(heir, True)
+            return
+        (top,) = conn.execute("SELECT MAX(rowid) FROM entries").fetchone()
+        rowid = int(top or 0)
+        version = self.backend.txn_version
+        rows = []
+        counts: dict[str, int] = {}  # in order of first use, as one by one assigns ids
+        postings: list[tuple[int, str]] = []
+        deferred = self._deferred
+        for heir in heirs:
+            rowid += 1
+            toks = entry_tokens(heir)
+            data = _dumps(heir.to_dict())
+            damaged = heir.id in self.damaged
+            rows.append(
+                (
+                    rowid,
+                    heir.energy,
+                    self.tick,
+                    int(heir.pinned),
+                    death_tick(heir.energy, self.tick, self.upkeep, heir.pinned),
+                    " ".join(toks),
+                    heir.kind.value,
+                    int(damaged),
+                    data,
+                    version,
+                    heir.id,
+                )
+            )
+            self._heirs_written[heir.id] = (self.tick, version, damaged, data)
+            for t in toks:
+                counts[t] = counts.get(t, 0) + 1
+                postings.append((rowid, t))
+                if deferred is not None:
+                    deferred.setdefault(t, {})[rowid] = True
+        conn.executemany(
+            "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, kind, "
+            "damaged, data, version, id) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.executemany(
+            "INSERT INTO tokens (token, df) VALUES (?, ?) "
+            "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
+            list(counts.items()),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
+            "SELECT id, ? FROM tokens WHERE token = ?",
+            postings,
+        )
+        if deferred is None:
+            changes: ListChanges = {}
+            for r, t in postings:
+                changes.setdefault(t, {})[r] = True
+            apply_list_changes(conn, changes)
+        _bump(conn, "alive", len(heirs))
+        conn.executemany(
+            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
+            [(member, heir.id) for heir in heirs for member in heir.lineage],
+        )
 
     def _write_buried(self, entries: list[MemoryEntry]) -> None:
         """Write living rows as dead (what ``write_entry`` does for a burial), batched."""
