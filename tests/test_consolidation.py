@@ -172,3 +172,125 @@ def test_consolidation_on_every_backend_merges_alike(pg_cluster: Any) -> None:
         hits = [e.id for e, _ in store.retrieve(" ".join(sorted(sets[0])), k=5)]
         assert all(e is not None for e in map(store.get, hits))
     stores[2].backend.close()
+
+
+def _random_sql_store(rnd: random.Random, size: int) -> tuple[Any, set[str]]:
+    """An SQLite store with pinned, probationary, juvenile, decayed and cached entries."""
+    from conftest import new_store
+
+    store = new_store("sqlite", upkeep=0.05)
+    sets = _templated_sets(rnd, size)
+    for i, words in enumerate(sets):
+        store.tick = rnd.randint(0, 6)  # rows anchored at different ticks: lazy upkeep differs
+        entry = MemoryEntry(
+            " ".join(sorted(words)) or "empty",
+            rnd.choice(["", "r1", "t0 t1"]),
+            energy=rnd.choice([0.5, 1.0, 1.0, 2.0, 0.30000000000000004]),
+            sources=rnd.sample(["a", "b", "c"], k=rnd.randint(0, 2)),
+            id=f"e{i:03d}",
+            pinned=rnd.random() < 0.1,
+            probation=rnd.choice([0, 0, 0, 1, -1]),
+            juvenile=rnd.choice([0, 0, 0, 2]),
+            recorded_ts="t",
+        )
+        store.add(entry)
+    store.tick = 7
+    store.forget_cached()
+    # Some entries are read back and changed in memory only (what alive() returns for them).
+    for entry_id in rnd.sample([f"e{i:03d}" for i in range(size)], k=size // 3):
+        entry = store.get(entry_id)
+        if entry is None:
+            continue
+        change = rnd.randint(0, 4)
+        if change == 0:
+            entry.energy = rnd.choice([0.1, 3.0])
+        elif change == 1:
+            entry.probation = rnd.choice([0, 2])
+        elif change == 2:
+            entry.juvenile = rnd.choice([0, 1])
+        elif change == 3:
+            entry.sources = rnd.sample(["a", "b", "c"], k=rnd.randint(0, 3))
+    exclude = {f"e{i:03d}" for i in range(size) if rnd.random() < 0.1}
+    return store, exclude
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 70))
+def test_sql_candidates_equal_alive(seed: int, size: int) -> None:
+    """``SqlStore.merge_candidates`` lists what ``alive()`` and ``token_sets`` give, in order."""
+    from darwin_memo.consolidate import _candidates
+
+    rnd = random.Random(seed)
+    store, exclude = _random_sql_store(rnd, size)
+    for need_sources in (False, True):
+        got = store.merge_candidates(exclude, need_sources)
+        assert got is not None
+        want = _candidates(store, exclude)
+        assert got.ids == [e.id for e in want]
+        assert got.tokens == store.token_sets(want)
+        if need_sources:
+            assert got.sources == [tuple(e.sources) for e in want]
+        picked = sorted(rnd.sample(range(len(want)), k=min(len(want), 5)))
+        assert got.entries(picked) == [want[i] for i in picked]
+        assert all(
+            a is b for a, b in zip(got.entries(picked), [want[i] for i in picked], strict=True)
+        )
+        store.forget_cached([e.id for e in want if rnd.random() < 0.5])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 70),
+    st.floats(0.2, 1.0),
+    st.sampled_from(["off", "shared", "identical"]),
+)
+def test_sql_store_groups_equal_pairwise(
+    seed: int, size: int, threshold: float, policy: str
+) -> None:
+    """On an SQLite store (candidates read from rows) the groups are the pairwise scan's."""
+    from darwin_memo.consolidate import _groups_indexed, _groups_pairwise
+
+    rnd = random.Random(seed)
+    store, exclude = _random_sql_store(rnd, size)
+    got = _groups_indexed(store, store.retriever, threshold, exclude, policy)
+    want = _groups_pairwise(store, threshold, exclude, policy)
+    assert [[e.id for e in g] for g in got] == [[e.id for e in g] for g in want]
+    assert all(a is b for g, h in zip(got, want, strict=True) for a, b in zip(g, h, strict=True))
+
+
+def test_sql_candidates_damaged_rows_fail_as_alive_fails() -> None:
+    """A row SQLite cannot read, or with a field of the wrong type, names the entry."""
+    from conftest import new_store
+    from darwin_memo.consolidate import merge_groups
+    from darwin_memo.errors import StoreFormatError
+
+    for bad in ("{not json", '{"id": "e001", "question": "q", "answer": "", "probation": "x"}'):
+        store = new_store("sqlite")
+        for i in range(3):
+            store.add(MemoryEntry("same words here", "", id=f"e{i:03d}", recorded_ts="t"))
+        store.conn.execute("UPDATE entries SET data = ? WHERE id = 'e001'", (bad,))
+        store.forget_cached()
+        with pytest.raises(StoreFormatError, match="e001"):
+            merge_groups(store, cycle=1)
+
+
+def test_merge_many_heirs_changed_after_are_written() -> None:
+    """An heir written in bulk and changed in memory before the flush is written again."""
+    from conftest import new_store
+
+    store = new_store("sqlite")
+    for i in range(4):
+        store.add(MemoryEntry("same words here", "", id=f"e{i:03d}", recorded_ts="t"))
+    heirs = [
+        (MemoryEntry("same words here", "", id="h0", lineage=["e000", "e001"]), ["e000", "e001"]),
+        (MemoryEntry("same words here", "", id="h1", lineage=["e002", "e003"]), ["e002", "e003"]),
+    ]
+    store.merge_many(heirs)
+    store.get("h1").probation = 3  # type: ignore[union-attr]
+    store.flush(store.dirty)
+    store.forget_cached()
+    assert store.get("h0").probation == 0  # type: ignore[union-attr]
+    assert store.get("h1").probation == 3  # type: ignore[union-attr]
+    assert store.get("h1").energy == 2.0  # type: ignore[union-attr]
+    check_lists(store.conn)
