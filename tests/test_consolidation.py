@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any
 
 import pytest
@@ -294,3 +295,152 @@ def test_merge_many_heirs_changed_after_are_written() -> None:
     assert store.get("h1").probation == 3  # type: ignore[union-attr]
     assert store.get("h1").energy == 2.0  # type: ignore[union-attr]
     check_lists(store.conn)
+
+
+def _settled_ids(store: Any) -> set[str]:
+    return {
+        str(entry_id)
+        for (entry_id,) in store.conn.execute(
+            "SELECT e.id FROM settled s JOIN entries e ON e.rowid = s.entry_rowid WHERE e.alive = 1"
+        )
+    }
+
+
+def _assert_settled_apart(store: Any, threshold: float) -> None:
+    """No two living settled entries reach the threshold (the invariant the tick relies on)."""
+    toks = {
+        str(entry_id): frozenset(str(text).split())
+        for entry_id, text in store.conn.execute("SELECT id, toks FROM entries WHERE alive = 1")
+    }
+    settled = sorted(_settled_ids(store))
+    for k, a in enumerate(settled):
+        for b in settled[k + 1 :]:
+            if toks[a] and toks[b]:
+                assert _jaccard(toks[a], toks[b]) < threshold, (a, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0.55, 0.55, 0.4, 0.8]))
+def test_settled_consolidations_equal_pairwise(seed: int, threshold: float) -> None:
+    """Consolidation after consolidation, with adds, edits, burials, exclusions and a new
+    process now and then: the groups stay the pairwise scan's, settled entries stay apart."""
+    from conftest import new_store
+    from darwin_memo.consolidate import _groups_pairwise, merge_groups
+
+    rnd = random.Random(seed)
+    store = new_store("sqlite")
+    pool = _templated_sets(rnd, 160)
+    added = 0
+
+    def add(k: int) -> None:
+        nonlocal added
+        for _ in range(k):
+            words = rnd.choice(pool) if rnd.random() < 0.5 else pool[added % len(pool)]
+            store.add(
+                MemoryEntry(
+                    " ".join(sorted(words)) or "empty",
+                    "",
+                    energy=rnd.choice([0.5, 1.0, 2.0]),
+                    id=f"n{added:04d}",
+                    recorded_ts="t",
+                )
+            )
+            added += 1
+
+    add(rnd.randint(10, 60))
+    rule = threshold
+    for cycle in range(1, 7):
+        if rnd.random() < 0.15:
+            rule = rnd.choice([0.55, 0.4, 0.8])  # another rule: what was settled is forgotten
+        living = [e.id for e in store.alive()]
+        for entry_id in rnd.sample(living, k=min(len(living), rnd.randint(0, 3))):
+            entry = store.get(entry_id)
+            assert entry is not None
+            change = rnd.randint(0, 3)
+            if change == 0:  # new words: no longer settled
+                entry.question = " ".join(sorted(rnd.choice(pool))) or "empty"
+                store.flush([entry_id])
+            elif change == 1:
+                store.bury(entry_id)
+            elif change == 2:
+                entry.probation = rnd.choice([0, 1])
+                store.flush([entry_id])
+            else:
+                entry.juvenile = rnd.choice([0, 1])
+        add(rnd.randint(0, 12))
+        if rnd.random() < 0.3:
+            store.forget_cached()  # another process: rows only
+        living = [e.id for e in store.alive()]
+        exclude = set(rnd.sample(living, k=min(len(living), rnd.randint(0, 4))))
+        want = _groups_pairwise(store, rule, exclude, "off")
+        merges = merge_groups(store, cycle=cycle, threshold=rule, exclude=exclude)
+        assert [list(m.members) for m in merges] == [[e.id for e in g] for g in want]
+        store.flush(store.dirty)
+        store.dirty.clear()
+        _assert_settled_apart(store, rule)
+    check_lists(store.conn)
+
+
+def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
+    """A store from before m005 migrates with nothing settled; its first consolidation
+    settles what stands, and the next one compares only pairs touching newcomers."""
+    import sqlite3
+
+    from darwin_memo.backends.sqlite import SqliteBackend
+    from darwin_memo.backends.sqlstore import SqlStore
+    from darwin_memo.consolidate import _groups_pairwise, merge_groups
+
+    path = tmp_path / "store.db"
+    backend = SqliteBackend(path)
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
+    rnd = random.Random(5)
+    sets = _templated_sets(rnd, 150)
+    for i, words in enumerate(sets):
+        store.add(MemoryEntry(" ".join(sorted(words)) or "empty", "", id=f"e{i:03d}"))
+    backend.close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE settled")
+    conn.execute("DELETE FROM schema_migrations WHERE version = 5")
+    conn.commit()
+    conn.close()
+
+    backend = SqliteBackend(path)  # migrates to m005
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
+    assert _settled_ids(store) == set()
+    want = _groups_pairwise(store, 0.55, (), "off")
+    merges = merge_groups(store, cycle=1)
+    assert [list(m.members) for m in merges] == [[e.id for e in g] for g in want]
+    assert merges, "the templated sets should have near-duplicates to merge"
+    store.flush(store.dirty)
+    standing = {e.id for e in store.alive() if e.kind.value != "consolidated"}
+    assert _settled_ids(store) == standing
+    _assert_settled_apart(store, 0.55)
+
+    merges = merge_groups(store, cycle=2)  # the heirs settle too (or merge on)
+    store.flush(store.dirty)
+    # Newcomers, some near-duplicates of settled entries: the next consolidation takes
+    # the pairs touching them (the join over everyone is not built).
+    for i, words in enumerate(rnd.sample(sets, 6)):
+        store.add(MemoryEntry(" ".join(sorted(words)) or "empty", "", id=f"x{i:03d}"))
+    import darwin_memo.consolidate  # noqa: F401
+
+    module = sys.modules["darwin_memo.consolidate"]
+    calls: list[int] = []
+    original = module._jaccard_partners
+
+    def spy(tokens: Any, threshold: float) -> Any:
+        calls.append(len(tokens))
+        return original(tokens, threshold)
+
+    module._jaccard_partners = spy
+    try:
+        store.forget_cached()
+        want = _groups_pairwise(store, 0.55, (), "off")
+        merges = merge_groups(store, cycle=3)
+    finally:
+        module._jaccard_partners = original
+    assert [list(m.members) for m in merges] == [[e.id for e in g] for g in want]
+    assert calls == []
+    assert merges, "some newcomers should merge with what was settled"
+    _assert_settled_apart(store, 0.55)
+    backend.close()

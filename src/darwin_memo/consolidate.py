@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 
-from .records import record
+from .records import field, record
 from .types import EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
@@ -142,6 +142,14 @@ class MergeCandidates:
     tokens: list[frozenset[str]]
     sources: list[tuple[str, ...]]
     entries: Callable[[list[int]], list[MemoryEntry]]
+    #: With a store that remembers settled entries (see ``SETTLED``): whether each
+    #: candidate is settled, the token sets of the living entries that are not
+    #: candidates (excluded, pinned, on probation, juvenile) and whether each of
+    #: those is settled, and how to mark candidates settled. None otherwise.
+    settled: list[bool] | None = None
+    others: list[frozenset[str]] = field(default_factory=list)
+    others_settled: list[bool] = field(default_factory=list)
+    settle: Callable[[list[int]], None] | None = None
 
 
 def _read_candidates(
@@ -149,10 +157,11 @@ def _read_candidates(
     retriever: LexicalRetriever,
     exclude: Collection[str],
     need_sources: bool,
+    rule: str | None = None,
 ) -> MergeCandidates:
     reader = getattr(store, "merge_candidates", None)  # a database store reads its rows
     if reader is not None:
-        found: MergeCandidates | None = reader(exclude, need_sources)
+        found: MergeCandidates | None = reader(exclude, need_sources, rule)
         if found is not None:
             return found
     candidates = _candidates(store, exclude)
@@ -185,8 +194,12 @@ def _gather(
     source_policy: str,
     weighted: bool,
 ) -> list[list[MemoryEntry]]:
-    found = _read_candidates(store, retriever, exclude, source_policy != "off")
+    # Settled entries are kept for the published rule with no source policy only.
+    rule = settled_rule(threshold) if source_policy == "off" and not weighted else None
+    found = _read_candidates(store, retriever, exclude, source_policy != "off", rule)
     tokens, sources = found.tokens, found.sources
+    if found.settled is not None and found.settle is not None:
+        return _as_entries(found, _gather_settled(found, threshold))
     if weighted:
         partners = _weighted_partners(tokens, threshold)
     else:
@@ -224,7 +237,11 @@ def _gather(
         if len(group) >= 2:
             consumed.add(i)
             groups.append(group)
-    # Only the members of a group are read whole, all at once.
+    return _as_entries(found, groups)
+
+
+def _as_entries(found: MergeCandidates, groups: list[list[int]]) -> list[list[MemoryEntry]]:
+    """Only the members of a group are read whole, all at once."""
     flat = found.entries([i for group in groups for i in group])
     out: list[list[MemoryEntry]] = []
     at = 0
@@ -232,6 +249,118 @@ def _gather(
         out.append(flat[at : at + len(group)])
         at += len(group)
     return out
+
+
+def settled_rule(threshold: float) -> str:
+    """The rule settled entries were found under (see ``SETTLED``)."""
+    return f"jaccard {threshold!r} off"
+
+
+SETTLED = """Settled entries (a store that keeps them: SQLite's ``settled`` table).
+
+After a consolidation under the published rule with no source policy, no two of
+the anchors left standing are similar: whichever came first in the greedy order
+took the other into its group. Similarity does not change while both live, so a
+store can remember those entries as *settled* (pairwise below the threshold) and a
+later consolidation needs only the pairs that touch an unsettled candidate (new
+entries, heirs, edited or revived ones): the greedy pass over those pairs gives
+exactly the published groups. An entry stops being settled when its tokens change
+or it comes back to life, and a standing anchor similar to a settled entry left out
+of the candidates (escrowed, pinned, on probation, juvenile) is not settled.
+"""
+
+
+def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]:
+    """The published groups (no source policy) using what the store knows is settled."""
+    tokens = found.tokens
+    settled = found.settled
+    assert settled is not None and found.settle is not None
+    n = len(tokens)
+    fresh = [i for i in range(n) if not settled[i]]
+    everyone = tokens + found.others
+    watched = [n + k for k, s in enumerate(found.others_settled) if s]
+    groups: list[list[int]] = []
+    standing: list[int] = []
+    if len(fresh) * 4 <= len(everyone):
+        # Few unsettled candidates: every pair touches one of them (or a settled entry
+        # left out, for the check below), so the greedy pass runs over those pairs.
+        near = _pairs_touching(everyone, fresh, threshold)
+        processed: set[int] = set()
+        for i in range(n):
+            if i in processed:
+                continue
+            processed.add(i)
+            partners = sorted(j for j in near.get(i, ()) if j < n and j not in processed)
+            if not partners or not tokens[i]:
+                standing.append(i)
+                continue
+            processed.update(partners)
+            groups.append([i, *partners])
+    else:
+        partners_of = _jaccard_partners(tokens, threshold)
+        skip: set[int] = set()
+        for i in range(n):
+            if i in skip:
+                continue
+            skip.add(i)
+            found_partners = [j for j in partners_of(i, skip) if j != i] if tokens[i] else []
+            if not found_partners:
+                standing.append(i)
+                continue
+            skip.update(found_partners)
+            groups.append([i, *found_partners])
+        near = _pairs_touching(everyone, watched, threshold) if watched else {}
+    # A standing newcomer similar to a settled entry that sat this one out stays unsettled.
+    watch = set(watched)
+    found.settle(
+        [i for i in standing if not settled[i] and not watch.intersection(near.get(i, ()))]
+    )
+    return groups
+
+
+def _pairs_touching(
+    tokens: list[frozenset[str]], targets: list[int], threshold: float
+) -> dict[int, set[int]]:
+    """Every pair with Jaccard >= threshold that includes one of ``targets``, both ways.
+
+    A prefix filter: in one global order (rarest first), two sets that share at least
+    ``need(|x|) = ceil(t |x|)`` tokens share one among the first ``|x| - need + 1`` of
+    each, so only the targets' prefixes are indexed and each set probes with its own
+    (sorting its tokens only when one of them is indexed). Pairs are compared exactly,
+    with the pairwise scan's expression.
+    """
+    near: dict[int, set[int]] = {}
+    if not targets:
+        return near
+    df = Counter(itertools.chain.from_iterable(tokens))
+
+    def prefix(ts: frozenset[str]) -> list[str]:
+        size = len(ts)
+        keep = size - math.ceil(threshold * size - 1e-9 * size) + 1
+        return sorted(ts, key=lambda t: (df[t], t))[: max(0, keep)]
+
+    index: dict[str, list[int]] = {}
+    for x in targets:
+        for t in prefix(tokens[x]):
+            index.setdefault(t, []).append(x)
+    indexed = frozenset(index)
+    for y, ts in enumerate(tokens):
+        if not ts or ts.isdisjoint(indexed):
+            continue
+        met: set[int] = set()
+        for t in prefix(ts):
+            hit = index.get(t)
+            if hit is not None:
+                met.update(hit)
+        met.discard(y)
+        size = len(ts)
+        for x in met:
+            other = tokens[x]
+            inter = len(ts & other)
+            if inter / (size + len(other) - inter) >= threshold:
+                near.setdefault(x, set()).add(y)
+                near.setdefault(y, set()).add(x)
+    return near
 
 
 def _jaccard_partners(

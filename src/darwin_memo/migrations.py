@@ -225,3 +225,21 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
     for token_id, group in groupby(rows, key=itemgetter(0)):
         ids = list(map(second, group))
         write_token(conn, int(token_id), ids, dense=len(ids) >= DENSE_MIN)
+
+
+@migration(5, "m005_settled_entries")
+def m005_settled_entries(conn: sqlite3.Connection) -> None:
+    """Entries a consolidation left standing, known to be pairwise below the threshold.
+
+    A later consolidation compares only the pairs that touch the other candidates
+    (see ``consolidate.SETTLED``). Existing stores start with none settled: their
+    next consolidation runs the whole join once and settles what it leaves standing.
+    """
+    _script(
+        conn,
+        """
+        CREATE TABLE settled (
+            entry_rowid INTEGER PRIMARY KEY
+        );
+        """,
+    )

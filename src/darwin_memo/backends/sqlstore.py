@@ -369,6 +369,14 @@ def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -
     )
 
 
+def unsettle(conn: sqlite3.Connection, rowids: list[int]) -> None:
+    """These rows are no longer known to be apart from the settled (SQLite's ``settled``).
+
+    Called when a row gets new tokens or comes back to life; see ``consolidate.SETTLED``.
+    """
+    conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(r,) for r in rowids])
+
+
 def write_entry(
     conn: sqlite3.Connection,
     entry: MemoryEntry,
@@ -420,6 +428,8 @@ def write_entry(
         _index_tokens(conn, rowid, old_toks.split(), -1, deferred=deferred)
     if alive and (not was_alive or old_toks != toks_text):
         _index_tokens(conn, rowid, toks, +1, deferred=deferred)
+        if isinstance(conn, sqlite3.Connection):  # new tokens, or back to life: not settled
+            unsettle(conn, [rowid])
     if alive != was_alive:
         _bump(conn, "alive", 1 if alive else -1)
     for member in entry.lineage:
@@ -741,7 +751,7 @@ class SqlStore(MemoryStore):
         return out
 
     def merge_candidates(
-        self, exclude: Collection[str], need_sources: bool
+        self, exclude: Collection[str], need_sources: bool, rule: str | None = None
     ) -> MergeCandidates | None:
         """Consolidation's candidates from the rows, without materializing every entry.
 
@@ -753,6 +763,10 @@ class SqlStore(MemoryStore):
         fields of their JSON read by SQLite. A row whose fields are not plain values
         is read whole, so a damaged row fails as ``alive()`` fails. None (read
         ``alive()`` instead) on PostgreSQL or when SQLite cannot read a row's JSON.
+
+        With ``rule`` (``consolidate.settled_rule``), also which entries are settled
+        under it (``consolidate.SETTLED``); entries settled under another rule are
+        forgotten first.
         """
         from ..consolidate import MergeCandidates
 
@@ -771,14 +785,26 @@ class SqlStore(MemoryStore):
             ).fetchall()
         except sqlite3.OperationalError:  # malformed JSON: alive() names the row
             return None
+        known: set[int] | None = None
+        if rule is not None:
+            known = self._settled_under(rule)
         rowids: list[int] = []
         ids: list[str] = []
         tokens: list[frozenset[str]] = []
         sources: list[tuple[str, ...]] = []
         energies: list[float] = []
+        others: list[frozenset[str]] = []
+        others_settled: list[bool] = []
+
+        def left_out(row: tuple[Any, ...]) -> None:
+            if known is not None:
+                others.append(frozenset(str(row[5]).split()))
+                others_settled.append(int(row[0]) in known)
+
         for row in rows:
             entry_id = row[1]
             if entry_id in exclude:
+                left_out(row)
                 continue
             entry = cache.get(entry_id)
             probation, juvenile = row[6] or 0, row[7] or 0
@@ -794,11 +820,13 @@ class SqlStore(MemoryStore):
                 entry = self.get(entry_id)  # odd fields: read it whole (and check it)
             if entry is not None:
                 if entry.pinned or entry.probation > 0 or entry.juvenile > 0:
+                    left_out(row)
                     continue
                 energy = entry.energy
                 held = entry.sources
             else:
                 if row[4] or probation > 0 or juvenile > 0:
+                    left_out(row)
                     continue
                 energy = self._energy_now(float(row[2]), int(row[3]), False)
             if need_sources:
@@ -813,12 +841,34 @@ class SqlStore(MemoryStore):
         def entries(indices: list[int]) -> list[MemoryEntry]:
             return self._entries_at([rowids[i] for i in indices])
 
+        def settle(indices: list[int]) -> None:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO settled (entry_rowid) VALUES (?)",
+                sorted((rowids[i],) for i in indices),
+            )
+
         return MergeCandidates(
             ids=[ids[i] for i in order],
             tokens=[tokens[i] for i in order],
             sources=[sources[i] for i in order] if need_sources else [],
             entries=entries,
+            settled=None if known is None else [rowids[i] in known for i in range(len(order))],
+            others=others,
+            others_settled=others_settled,
+            settle=None if known is None else settle,
         )
+
+    def _settled_under(self, rule: str) -> set[int]:
+        """The rowids settled under ``rule``; under another rule none (the table is emptied)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'settled_rule'").fetchone()
+        if row is None or loads(row[0]) != rule:
+            self.conn.execute("DELETE FROM settled")
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('settled_rule', ?)",
+                (_dumps(rule),),
+            )
+            return set()
+        return set(map(_first, self.conn.execute("SELECT entry_rowid FROM settled")))
 
     def _entries_at(self, rowids: list[int]) -> list[MemoryEntry]:
         """The living entries at these rowids, in order (cached ones as held)."""
@@ -981,6 +1031,7 @@ class SqlStore(MemoryStore):
             "SELECT id, ? FROM tokens WHERE token = ?",
             postings,
         )
+        conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
             changes: ListChanges = {}
             for r, t in postings:
