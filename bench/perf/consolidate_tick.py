@@ -10,6 +10,9 @@ finding the groups (``groups``, which includes the reads), of writing the merges
 (``merge_writes``), the number of merges and a fingerprint of the groups (sorted
 member ids), which must not change when the implementation does. ``--profile N``
 also prints the N costliest functions (cProfile; it inflates the figures).
+``--ticks N`` runs N consolidating ticks in a row, each from a freshly opened ledger,
+and prints one line per tick (the fingerprint covers every merge so far): the first
+consolidation of a store, then the ones after it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("store")
     parser.add_argument("--profile", type=int, default=0)
+    parser.add_argument(
+        "--ticks", type=int, default=1, help="consolidating ticks in a row, each reported"
+    )
     args = parser.parse_args()
 
     import darwin_memo.consolidate  # noqa: F401  (the module, not the function)
@@ -70,28 +76,46 @@ def main() -> None:
             import cProfile
 
             profiler = cProfile.Profile()
-            profiler.enable()
-        start = time.process_time()
-        result = ledger.tick()
-        cpu = time.process_time() - start
-        if profiler is not None:
-            profiler.disable()
-        groups: dict[str, list[str]] = {}
-        for member, heir in ledger.store.conn.execute("SELECT member, heir FROM lineage"):  # type: ignore[attr-defined]
-            groups.setdefault(heir, []).append(member)
-        digest = hashlib.sha256()
-        for group in sorted(sorted(g) for g in groups.values()):
-            digest.update((",".join(group) + "\n").encode())
+        for tick in range(1, args.ticks + 1):
+            if tick > 1:  # each tick from a freshly opened ledger, as one CLI call each
+                ledger.close()
+                ledger = Ledger.open(path, create=False)
+                ledger.config.consolidate_every = 1
+            spent.clear()
+            if profiler is not None:
+                profiler.enable()
+            start = time.process_time()
+            result = ledger.tick()
+            cpu = time.process_time() - start
+            if profiler is not None:
+                profiler.disable()
+            groups: dict[str, list[str]] = {}
+            for member, heir in ledger.store.conn.execute("SELECT member, heir FROM lineage"):  # type: ignore[attr-defined]
+                groups.setdefault(heir, []).append(member)
+            names: dict[str, str] = {}
+
+            def name(entry_id: str) -> str:
+                """An heir by what it merged (its own id is random), others by id."""
+                if entry_id not in groups:
+                    return entry_id
+                if entry_id not in names:
+                    names[entry_id] = "(" + ",".join(sorted(map(name, groups[entry_id]))) + ")"
+                return names[entry_id]
+
+            digest = hashlib.sha256()
+            for group in sorted(sorted(map(name, g)) for g in groups.values()):
+                digest.update((",".join(group) + "\n").encode())
+            out = {
+                "store": os.path.basename(args.store),
+                "tick": tick,
+                "tick_cpu_s": round(cpu, 2),
+                **{k: round(v, 2) for k, v in sorted(spent.items())},
+                "merges": result["merges"],
+                "population_after": result["population"],
+                "groups_sha": digest.hexdigest()[:16],
+            }
+            print(json.dumps(out), flush=True)
         ledger.close()
-    out = {
-        "store": os.path.basename(args.store),
-        "tick_cpu_s": round(cpu, 2),
-        **{k: round(v, 2) for k, v in sorted(spent.items())},
-        "merges": result["merges"],
-        "population_after": result["population"],
-        "groups_sha": digest.hexdigest()[:16],
-    }
-    print(json.dumps(out))
     if profiler is not None:
         import pstats
 
