@@ -323,41 +323,89 @@ def _pairs_touching(
 ) -> dict[int, set[int]]:
     """Every pair with Jaccard >= threshold that includes one of ``targets``, both ways.
 
-    A prefix filter: in one global order (rarest first), two sets that share at least
-    ``need(|x|) = ceil(t |x|)`` tokens share one among the first ``|x| - need + 1`` of
-    each, so only the targets' prefixes are indexed and each set probes with its own
-    (sorting its tokens only when one of them is indexed). Pairs are compared exactly,
-    with the pairwise scan's expression.
+    The filters of ``_jaccard_partners`` (one global order, rarest first; size,
+    two-token prefix and positional bounds) with only the targets' extended prefixes
+    indexed: every set probes with its own, and one sharing no indexed token is
+    passed over without sorting it. Pairs are compared exactly, with the pairwise
+    scan's expression.
     """
     near: dict[int, set[int]] = {}
     if not targets:
         return near
     df = Counter(itertools.chain.from_iterable(tokens))
 
-    def prefix(ts: frozenset[str]) -> list[str]:
-        size = len(ts)
-        keep = size - math.ceil(threshold * size - 1e-9 * size) + 1
-        return sorted(ts, key=lambda t: (df[t], t))[: max(0, keep)]
+    def order(ts: frozenset[str]) -> list[str]:
+        return sorted(ts, key=lambda t: (df[t], t))
 
-    index: dict[str, list[int]] = {}
+    def indexed_len(size: int) -> int:
+        need = math.ceil(threshold * size - 1e-9 * size)
+        return max(0, min(size, size - need + 2))
+
+    n = len(tokens)
+    staged: dict[str, dict[int, list[int]]] = {}
     for x in targets:
-        for t in prefix(tokens[x]):
-            index.setdefault(t, []).append(x)
+        size = len(tokens[x])
+        for pos, t in enumerate(order(tokens[x])[: indexed_len(size)]):
+            staged.setdefault(t, {}).setdefault(size, []).append(pos * n + x)
+    index: dict[str, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
+    for t, by_size in staged.items():
+        sizes = sorted(by_size)
+        blocks = []
+        for size in sizes:
+            keys = sorted(by_size[size])
+            blocks.append(([k // n for k in keys], [k % n for k in keys]))
+        index[t] = (sizes, blocks)
+    del staged
     indexed = frozenset(index)
+    ratio = threshold / (1.0 + threshold)
+    shrink, grow = 1 - 1e-9, 1 + 1e-9
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
     for y, ts in enumerate(tokens):
         if not ts or ts.isdisjoint(indexed):
             continue
-        met: set[int] = set()
-        for t in prefix(ts):
-            hit = index.get(t)
-            if hit is not None:
-                met.update(hit)
-        met.discard(y)
-        size = len(ts)
-        for x in met:
+        sa = len(ts)
+        mine = [
+            (pos, t)
+            for pos, t in enumerate(order(ts)[: indexed_len(sa)])
+            if t in indexed  # the others pair with no target
+        ]
+        if not mine:
+            continue
+        lo, hi = threshold * sa * shrink, sa / threshold * grow
+        once: set[int] = set()
+        twice: set[int] = set()
+        sure: set[int] = set()
+        final = mine[-1][0]
+        for pos_a, tok in mine:
+            room = sa - pos_a + 1
+            top = min(hi, room / ratio * grow - sa)
+            if top < lo:
+                continue
+            sizes, blocks = index[tok]
+            for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
+                sb = sizes[b]
+                alpha = ratio * (sa + sb) * shrink
+                if room < alpha:
+                    continue
+                positions, members = blocks[b]
+                if alpha <= 1.0:
+                    if room - 1 >= alpha:
+                        cut = bisect_right(positions, sb - alpha)
+                        if cut:
+                            sure.update(members[:cut])
+                    continue
+                cut = bisect_right(positions, sb - alpha + 1)
+                if cut:
+                    met = members[:cut]
+                    twice.update(once.intersection(met))
+                    if pos_a != final:
+                        once.update(met)
+        found = twice | sure if sure else twice
+        found.discard(y)
+        for x in found:
             other = tokens[x]
             inter = len(ts & other)
-            if inter / (size + len(other) - inter) >= threshold:
+            if inter / (sa + len(other) - inter) >= threshold:
                 near.setdefault(x, set()).add(y)
                 near.setdefault(y, set()).add(x)
     return near
