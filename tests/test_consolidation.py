@@ -64,6 +64,26 @@ def test_jaccard_partners_equal_the_pairwise_scan(seed: int, size: int, threshol
         assert got == want
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 90), st.floats(0.05, 1.0))
+def test_pairs_touching_equal_the_pairwise_scan(seed: int, size: int, threshold: float) -> None:
+    """Every similar pair with an end among the targets, both ways, and nothing else."""
+    from darwin_memo.consolidate import _pairs_touching
+
+    rnd = random.Random(seed)
+    sets = _templated_sets(rnd, size)
+    targets = sorted(rnd.sample(range(size), k=rnd.randint(0, size)))
+    near = _pairs_touching(sets, targets, threshold)
+    chosen = set(targets)
+    want: dict[int, set[int]] = {}
+    for i in range(size):
+        for j in range(size):
+            touching = i != j and (i in chosen or j in chosen) and sets[i] and sets[j]
+            if touching and _jaccard(sets[i], sets[j]) >= threshold:
+                want.setdefault(i, set()).add(j)
+    assert near == want
+
+
 def _tables(store: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table but the migration log (one added later is compared too)."""
     conn = store.conn
@@ -319,7 +339,7 @@ def _assert_settled_apart(store: Any, threshold: float) -> None:
                 assert _jaccard(toks[a], toks[b]) < threshold, (a, b)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([0.55, 0.55, 0.4, 0.8]))
 def test_settled_consolidations_equal_pairwise(seed: int, threshold: float) -> None:
     """Consolidation after consolidation, with adds, edits, burials, exclusions and a new
