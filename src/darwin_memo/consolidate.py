@@ -333,9 +333,11 @@ def _pairs_touching(
     if not targets:
         return near
     df = Counter(itertools.chain.from_iterable(tokens))
+    rank = {t: r for r, t in enumerate(sorted(df, key=lambda t: (df[t], t)))}
+    by_rank = rank.__getitem__
 
     def order(ts: frozenset[str]) -> list[str]:
-        return sorted(ts, key=lambda t: (df[t], t))
+        return sorted(ts, key=by_rank)
 
     def indexed_len(size: int) -> int:
         need = math.ceil(threshold * size - 1e-9 * size)
@@ -402,9 +404,12 @@ def _pairs_touching(
                         once.update(met)
         found = twice | sure if sure else twice
         found.discard(y)
-        for x in found:
-            other = tokens[x]
-            inter = len(ts & other)
+        if not found:
+            continue
+        cands = list(found)
+        others = [tokens[x] for x in cands]
+        overlaps = map(len, map(ts.intersection, others))
+        for x, other, inter in zip(cands, others, overlaps, strict=True):
             if inter / (sa + len(other) - inter) >= threshold:
                 near.setdefault(x, set()).add(y)
                 near.setdefault(y, set()).add(x)
