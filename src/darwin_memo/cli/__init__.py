@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["CliError", "build_parser", "main"]
+__all__ = ["CliError", "build_parser", "main", "run"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,3 +76,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def run() -> None:
+    """The ``darwin-memo`` command (and ``python -m darwin_memo``): ``main`` as a process.
+
+    A ``ledger`` operation is a short process (agents and the OpenClaw plugin run one on
+    every recall), so it skips two costs of a long-lived interpreter: the cyclic garbage
+    collector (which walks every imported module while the command imports them, and
+    nothing it would free outlives the command) and the interpreter's teardown. By the
+    time ``main`` returns, the store is closed and every write committed; the output is
+    flushed here and the process ends at once with ``main``'s exit code.
+    """
+    argv = sys.argv[1:]
+    if argv[:1] != ["ledger"]:
+        raise SystemExit(main(argv))
+    import gc
+
+    gc.disable()
+    code = main(argv)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the reader went away
+            code = code or 1
+    os._exit(code)
