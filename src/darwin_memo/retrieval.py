@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-import zlib
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 
@@ -313,13 +312,15 @@ class HashingEmbedder:
         self.ngram_range = (lo, hi)
 
     def __call__(self, text: str) -> list[float]:
+        from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
+
         joined = " ".join(tokenize(text))
         vec = [0.0] * self.dims
         lo, hi = self.ngram_range
         # n-grams over characters (not bytes), so every script hashes the same way
         for n in range(lo, hi + 1):
             for i in range(len(joined) - n + 1):
-                h = zlib.crc32(joined[i : i + n].encode("utf-8"))
+                h = crc32(joined[i : i + n].encode("utf-8"))
                 vec[h % self.dims] += -1.0 if h & 0x80000000 else 1.0
         norm = math.sqrt(sum(v * v for v in vec))
         if norm > 0:
