@@ -53,7 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["ledger"]:
         from .ledger_cmd import main_ledger
 
-        return main_ledger(args_list[1:])
+        try:
+            return main_ledger(args_list[1:])
+        except BrokenPipeError:  # the reader closed stdout: nobody is left to tell
+            _quiet_stdout()
+            return 1
     parser = build_parser()
     args = parser.parse_args(args_list)
     try:
@@ -66,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 1
     except Exception as exc:  # a bug: one line, not a traceback, unless debugging
         if os.environ.get("DARWIN_MEMO_DEBUG"):
@@ -76,6 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (a test's StringIO): nothing to quiet
+        pass
 
 
 def run() -> None:
