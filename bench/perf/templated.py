@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import lessons as generator  # noqa: E402
+import lessons as generator
 
-from darwin_memo import EntryKind, MemoryEntry, MemoryStore  # noqa: E402
-from darwin_memo.consolidate import merge_groups  # noqa: E402
+from darwin_memo import EntryKind, MemoryEntry, MemoryStore
+from darwin_memo.consolidate import merge_groups
 
 ACTIONS = ["restart", "drain", "delete", "rotate", "scale down", "roll back", "purge"]
 OBJECTS = ["cache", "queue", "logs", "replicas", "certificates", "sessions", "indexes"]
