@@ -25,7 +25,7 @@ import math
 import os
 from _thread import RLock
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .consolidate import merge_groups
 from .errors import DarwinMemoError, StoreFormatError
@@ -189,8 +189,11 @@ class Ledger:
         )
         self.tick_count = 0
         self.damaged: set[str] = set()
-        self._pending: dict[str, Ticket] = {}
-        self._escrow: Counter[str] = Counter()
+        self._pending_now: dict[str, Ticket] = {}
+        self._escrow_now: Counter[str] = Counter()
+        # A store's open tickets may be read when first needed (``_set_pending``).
+        self._pending_source: Callable[[], Iterable[Ticket]] | None = None
+        self._pending_deferred: list[Ticket] = []
         self._history: dict[str, list[Any]] = {}
         self.event_log = (
             EventLog(event_log, event_log_max_bytes, event_log_keep)
@@ -249,15 +252,60 @@ class Ledger:
 
     # -- internals ------------------------------------------------------------
 
-    def _set_pending(self, tickets: Iterable[Ticket]) -> None:
-        self._pending = {}
-        self._escrow = Counter()
+    def _set_pending(self, tickets: Iterable[Ticket] | Callable[[], Iterable[Ticket]]) -> None:
+        """The open tickets, or a function that reads them when they are first needed.
+
+        A one-shot ``decide`` only adds a ticket, so a store with thousands of open
+        tickets need not parse them all for it: with a function, tickets opened before
+        the first read are kept aside and joined to what it returns (the store is the
+        truth, so a ticket both read and kept aside counts once).
+        """
+        self._pending_now = {}
+        self._escrow_now = Counter()
+        self._pending_deferred = []
+        if callable(tickets):
+            self._pending_source = tickets
+            return
+        self._pending_source = None
         for t in tickets:
             self._open_ticket(t)
 
+    def _pending_loaded(self) -> bool:
+        return self._pending_source is None
+
+    def _load_pending(self) -> None:
+        source = self._pending_source
+        if source is None:
+            return
+        tickets = list(source())  # may raise: then nothing changed
+        deferred = self._pending_deferred
+        self._pending_source, self._pending_deferred = None, []
+        for t in tickets:
+            self._open_ticket(t)
+        for t in deferred:
+            if t.id not in self._pending_now:
+                self._open_ticket(t)
+
+    @property
+    def _pending(self) -> dict[str, Ticket]:
+        """Open tickets by id (read from the store on first use, see ``_set_pending``)."""
+        if self._pending_source is not None:
+            self._load_pending()
+        return self._pending_now
+
+    @property
+    def _escrow(self) -> Counter[str]:
+        """How many open tickets name each entry."""
+        if self._pending_source is not None:
+            self._load_pending()
+        return self._escrow_now
+
     def _open_ticket(self, ticket: Ticket) -> None:
-        self._pending[ticket.id] = ticket
-        self._escrow.update(set(ticket.provenance))
+        if self._pending_source is not None:
+            self._pending_deferred.append(ticket)
+            return
+        self._pending_now[ticket.id] = ticket
+        self._escrow_now.update(set(ticket.provenance))
 
     def _close_ticket(self, ticket_id: str) -> Ticket | None:
         ticket = self._pending.pop(ticket_id, None)
@@ -292,6 +340,9 @@ class Ledger:
                     self.store.dirty.clear()
                     yield
                     changes.touched |= self.store.dirty
+                # Committed: tickets opened before the open tickets were read are in the
+                # store now, and the store is the truth (another process may settle them).
+                self._pending_deferred.clear()
             else:
                 self._begin_journal(changes)
                 yield

@@ -170,6 +170,13 @@ class SqliteBackend:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
+    def _open_tickets(self) -> list[Ticket]:
+        try:
+            rows = self.conn.execute("SELECT data FROM tickets WHERE open = 1").fetchall()
+        except sqlite3.Error as exc:
+            self._raise(exc, "read the open tickets")
+        return [self._ticket(data) for (data,) in rows]
+
     def _store_class(self) -> type[SqlStore]:
         """The population class for this backend (PostgreSQL's searches vectors in SQL)."""
         from .sqlstore import SqlStore
@@ -199,10 +206,10 @@ class SqliteBackend:
             str(i) for (i,) in self.conn.execute("SELECT id FROM entries WHERE damaged = 1")
         }
         store.damaged = ledger.damaged
-        ledger._set_pending(
-            self._ticket(data)
-            for (data,) in self.conn.execute("SELECT data FROM tickets WHERE open = 1")
-        )
+        if self.kind == "sqlite":
+            ledger._set_pending(self._open_tickets)  # read when first needed
+        else:  # PostgreSQL: in this read's snapshot
+            ledger._set_pending(self._open_tickets())
         ledger._needs_snapshot = False
         self._seen = int(meta.get("version", 0))
 
@@ -220,12 +227,13 @@ class SqliteBackend:
                 ledger.damaged.add(entry_id)
             else:
                 ledger.damaged.discard(entry_id)
-        for ticket_id, is_open, data in self.conn.execute(
-            "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
-        ):
-            ledger._close_ticket(ticket_id)
-            if is_open:
-                ledger._open_ticket(self._ticket(data))
+        if ledger._pending_loaded():  # else the first read sees the store as it is then
+            for ticket_id, is_open, data in self.conn.execute(
+                "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
+            ):
+                ledger._close_ticket(ticket_id)
+                if is_open:
+                    ledger._open_ticket(self._ticket(data))
         meta = self._meta()
         ledger.tick_count = int(meta.get("tick_count", 0))
         if store.tick != ledger.tick_count:
