@@ -36,6 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .ann import IvfIndex
     from .interfaces import EmbeddingFn, Retriever
 
 __all__ = [
@@ -343,10 +344,17 @@ class EmbeddingRetriever:
     """Cosine similarity over cached entry vectors, with a similarity floor."""
 
     def __init__(
-        self, embed: Callable[[str], Sequence[float]], min_similarity: float = 0.30
+        self,
+        embed: Callable[[str], Sequence[float]],
+        min_similarity: float = 0.30,
+        *,
+        ann: IvfIndex | None = None,
     ) -> None:
         self.embed = embed
         self.min_similarity = min_similarity
+        #: An approximate index (``darwin_memo.ann.IvfIndex``) for large stores; None:
+        #: every search is exact.
+        self.ann = ann
         self._vectors: dict[str, list[float]] = {}
         # The dense index: one float32 row per indexed entry (numpy, imported lazily),
         # rows filled with unit vectors on first search; removed rows are zeroed.
@@ -425,12 +433,24 @@ class EmbeddingRetriever:
         qn = float(np.linalg.norm(qv))
         if qn == 0:
             return []
-        sims = self._matrix[: len(self._row_ids)] @ (qv / qn)
+        total = len(self._row_ids)
+        unit = qv / qn
         slack = 1e-4  # float32 error margin; the exact pass below decides
-        rows = np.nonzero(sims >= self.min_similarity - slack)[0]
-        if k is not None and len(rows) > k:
-            kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
-            rows = rows[sims[rows] >= kth - slack]
+        if self.ann is not None and total >= self.ann.min_rows:
+            # Approximate: only the rows of the nearest inverted lists are scored.
+            found = self.ann.candidates(np, self._matrix, total, unit)
+            sims = self._matrix[found] @ unit
+            keep = np.nonzero(sims >= self.min_similarity - slack)[0]
+            rows, sims = found[keep], sims[keep]
+            if k is not None and len(rows) > k:
+                kth = np.partition(sims, len(rows) - k)[len(rows) - k]
+                rows = rows[sims >= kth - slack]
+        else:
+            sims = self._matrix[:total] @ unit
+            rows = np.nonzero(sims >= self.min_similarity - slack)[0]
+            if k is not None and len(rows) > k:
+                kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
+                rows = rows[sims[rows] >= kth - slack]
         out: list[tuple[int, str, float]] = []
         for row in rows.tolist():
             entry_id = self._row_ids[row]
