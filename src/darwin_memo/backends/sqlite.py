@@ -170,9 +170,18 @@ class SqliteBackend:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
-    def _open_tickets(self) -> list[Ticket]:
+    def _open_tickets(self, *, ticket_id: str = "", naming: str = "") -> list[Ticket]:
+        """Open tickets: all, the one with ``ticket_id``, or those whose row names
+        ``naming`` (its id as JSON writes it; the caller checks the provenance)."""
+        sql = "SELECT data FROM tickets WHERE open = 1"
+        params: tuple[str, ...] = ()
+        if ticket_id:
+            sql, params = sql + " AND id = ?", (ticket_id,)
+        elif naming:  # as this version writes it, or with non-ASCII escaped
+            sql += " AND (instr(data, ?) > 0 OR instr(data, ?) > 0)"
+            params = (_dumps(naming), json.dumps(naming))
         try:
-            rows = self.conn.execute("SELECT data FROM tickets WHERE open = 1").fetchall()
+            rows = self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             self._raise(exc, "read the open tickets")
         return [self._ticket(data) for (data,) in rows]
