@@ -83,7 +83,7 @@ def test_recall_on_clustered_vectors_and_only_true_scores() -> None:
     # and it scanned a fraction of the rows
     unit = np.asarray(vectors[queries[0]], dtype=np.float32)
     unit /= np.linalg.norm(unit)
-    assert len(index.candidates(np, approx._matrix, len(texts), unit)) < len(texts) / 2
+    assert len(index.scores(np, approx._matrix, len(texts), unit)[0]) < len(texts) / 2
 
 
 def test_rows_added_after_training_and_removed_rows() -> None:

@@ -75,7 +75,7 @@ def main() -> None:
             total += len(want)
             unit = np.asarray(approx._embed(q), dtype=np.float32)
             unit /= max(float(np.linalg.norm(unit)), 1e-12)
-            scanned.append(len(index.candidates(np, approx._matrix, len(entries), unit)))
+            scanned.append(len(index.scores(np, approx._matrix, len(entries), unit)[0]))
         print(
             json.dumps(
                 {

@@ -7,7 +7,8 @@ per centroid, the rows nearest to it; a search compares the query with the
 centroids and scans only the ``nprobe`` nearest lists. It is approximate: an entry
 whose row sits in an unprobed list is missed (``bench/perf/ann_recall.py`` measures
 recall against the exact search). Whatever it finds is scored exactly, as the exact
-path scores it, so a result is never wrong, only possibly incomplete.
+path scores it, so a result is never wrong, only possibly incomplete. The lists hold
+a copy of their rows' vectors (the index doubles the matrix's memory).
 
 Opt in with ``EmbeddingRetriever(embed, ann=IvfIndex())``. Below ``min_rows`` rows
 the retriever searches exactly. Rows added after training are assigned to their
@@ -63,8 +64,13 @@ class IvfIndex:
         self.retrain_growth = retrain_growth
         self.seed = seed
         self._centroids: Any = None
-        self._lists: list[Any] = []  # per centroid: an int64 array of row numbers
-        self._pending: list[Any] = []  # per centroid: arrays assigned since the last merge
+        # Per centroid: the row numbers in it (int64) and a copy of their vectors, stored
+        # together so a probe multiplies one contiguous block (gathering scattered rows
+        # of the big matrix costs several times more per row than reading them in order).
+        self._lists: list[Any] = []
+        self._blocks: list[Any] = []
+        self._pending: list[list[tuple[Any, Any]]] = []  # per centroid: (rows, vectors)
+        self._gone: set[int] = set()  # rows removed since they were copied into a list
         self._trained_rows = 0
         self._assigned = 0  # rows [0, _assigned) are in a list
 
@@ -81,14 +87,22 @@ class IvfIndex:
     def reset(self) -> None:
         """Forget the centroids and lists (the next search trains again)."""
         self._centroids = None
-        self._lists, self._pending = [], []
+        self._lists, self._blocks, self._pending = [], [], []
+        self._gone = set()
         self._trained_rows = self._assigned = 0
 
-    def candidates(self, np: Any, matrix: Any, rows: int, query: Any) -> Any:
-        """Row numbers (below ``rows``) in the ``nprobe`` lists nearest to ``query``.
+    def forget(self, row: int) -> None:
+        """Row ``row`` was removed (its copy in a list must no longer be found)."""
+        if self._centroids is not None:
+            self._gone.add(row)
 
-        ``matrix`` holds unit rows (zero rows are removed entries); ``query`` is a unit
-        float32 vector. Trains or extends the index first when it needs to.
+    def scores(self, np: Any, matrix: Any, rows: int, query: Any) -> tuple[Any, Any]:
+        """Rows (below ``rows``) of the ``nprobe`` lists nearest to ``query``, and their
+        float32 similarities, in row order.
+
+        ``matrix`` holds unit rows (zero rows are removed entries: their copies here
+        may still score, and the caller drops rows it no longer holds); ``query`` is a
+        unit float32 vector. Trains or extends the index first when it needs to.
         """
         if self._centroids is None or rows >= self.retrain_growth * self._trained_rows:
             self._train(np, matrix, rows)
@@ -96,20 +110,28 @@ class IvfIndex:
             self._assign(np, matrix, self._assigned, rows)
         elif rows < self._assigned:  # the matrix was rebuilt smaller: start again
             self._train(np, matrix, rows)
-        scores = self._centroids @ query
+        near = self._centroids @ query
         probe = min(self.nprobe, len(self._lists))
-        nearest = np.argpartition(-scores, probe - 1)[:probe]
-        parts = []
+        nearest = np.argpartition(-near, probe - 1)[:probe]
+        found, sims = [], []
         for c in nearest.tolist():
             if self._pending[c]:
-                self._lists[c] = np.concatenate([self._lists[c], *self._pending[c]])
+                self._lists[c] = np.concatenate([self._lists[c], *(r for r, _ in self._pending[c])])
+                self._blocks[c] = np.concatenate(
+                    [self._blocks[c], *(v for _, v in self._pending[c])]
+                )
                 self._pending[c] = []
-            parts.append(self._lists[c])
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        found = np.concatenate(parts)
-        found.sort()  # row order, so ties keep insertion order as the exact scan does
-        return found
+            if len(self._lists[c]):
+                found.append(self._lists[c])
+                sims.append(self._blocks[c] @ query)
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rows_found, sims_found = np.concatenate(found), np.concatenate(sims)
+        if self._gone:
+            live = ~np.isin(rows_found, np.fromiter(self._gone, dtype=np.int64))
+            rows_found, sims_found = rows_found[live], sims_found[live]
+        order = np.argsort(rows_found, kind="stable")  # row order: ties keep insertion order
+        return rows_found[order], sims_found[order]
 
     # -- building ----------------------------------------------------------------------
 
@@ -135,10 +157,13 @@ class IvfIndex:
                 keep = norms > 0  # an empty cluster keeps its centroid
                 centroids[members[keep]] = sums[keep] / norms[keep, None]
         self._centroids = centroids.astype(np.float32, copy=False)
+        dims = matrix.shape[1]
         self._lists = [np.zeros(0, dtype=np.int64) for _ in range(len(centroids))]
+        self._blocks = [np.zeros((0, dims), dtype=np.float32) for _ in range(len(centroids))]
         self._pending = [[] for _ in range(len(centroids))]
         self._trained_rows = max(rows, 1)
         self._assigned = 0
+        self._gone = set()  # removed rows are zero in the matrix, so in the new copies
         self._assign(np, matrix, 0, rows)
 
     def _assign(self, np: Any, matrix: Any, start: int, stop: int) -> None:
@@ -148,7 +173,9 @@ class IvfIndex:
             nearest = np.argmax(matrix[lo:hi] @ self._centroids.T, axis=1)
             order = np.argsort(nearest, kind="stable")
             bounds = np.searchsorted(nearest[order], np.arange(len(self._lists) + 1))
-            rows = (np.arange(lo, hi, dtype=np.int64))[order]
+            rows = np.arange(lo, hi, dtype=np.int64)[order]
+            vectors = matrix[lo:hi][order]
             for c in np.flatnonzero(np.diff(bounds)).tolist():
-                self._pending[c].append(rows[bounds[c] : bounds[c + 1]])
+                a, b = bounds[c], bounds[c + 1]
+                self._pending[c].append((rows[a:b], vectors[a:b]))
         self._assigned = stop

@@ -386,6 +386,8 @@ class EmbeddingRetriever:
         self._members.pop(entry_id, None)
         if self._matrix is not None and row < self._matrix.shape[0]:
             self._matrix[row] = 0.0
+        if self.ann is not None:
+            self.ann.forget(row)
 
     def _fill(self, np: Any) -> None:
         rows = [r for r in self._unfilled if self._row_ids[r] is not None]
@@ -438,8 +440,7 @@ class EmbeddingRetriever:
         slack = 1e-4  # float32 error margin; the exact pass below decides
         if self.ann is not None and total >= self.ann.min_rows:
             # Approximate: only the rows of the nearest inverted lists are scored.
-            found = self.ann.candidates(np, self._matrix, total, unit)
-            sims = self._matrix[found] @ unit
+            found, sims = self.ann.scores(np, self._matrix, total, unit)
             keep = np.nonzero(sims >= self.min_similarity - slack)[0]
             rows, sims = found[keep], sims[keep]
             if k is not None and len(rows) > k:
