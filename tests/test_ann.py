@@ -67,7 +67,7 @@ def test_recall_on_clustered_vectors_and_only_true_scores() -> None:
         vectors[f"query {q}"] = [x + rng.gauss(0, 0.2) for x in base]
         queries.append(f"query {q}")
     exact = retriever(vectors, None)
-    index = IvfIndex(nprobe=8, min_rows=1000)
+    index = IvfIndex(min_rows=1000)  # nlist 2 * sqrt(rows), nprobe a tenth of it
     approx = retriever(vectors, index)
     for e in entries(texts):
         exact.index(e)

@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("lessons")
     ap.add_argument("queries")
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--nprobe", default="8,16,32,64")
+    ap.add_argument("--nprobe", default="8,16,32,64,0", help="0: the default (a tenth)")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--max-queries", type=int, default=200)
     args = ap.parse_args()
@@ -53,7 +53,7 @@ def main() -> None:
         truth.append({i for i, _ in exact.search(q, args.k)})
         exact_ms.append((time.perf_counter() - t) * 1e3)
     for nprobe in (int(x) for x in args.nprobe.split(",")):
-        index = IvfIndex(nprobe=nprobe)
+        index = IvfIndex(nprobe=nprobe or None)
         approx = EmbeddingRetriever(embed, ann=index)
         # The same rows and vectors: only the search differs.
         approx.__dict__.update(

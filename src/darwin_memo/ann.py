@@ -32,16 +32,17 @@ class IvfIndex:
     """Inverted lists over k-means centroids (see the module docstring).
 
     ``nlist``: the number of centroids (default ``2 * sqrt(rows)``); ``nprobe``: how
-    many of the nearest lists a search scans; ``min_rows``: below this many rows the
-    retriever does not use the index; ``sample``: rows used to train the centroids;
-    ``iterations``: k-means rounds; ``seed``: for the sample and the initial centroids.
+    many of the nearest lists a search scans (default a tenth of them, at least 8);
+    ``min_rows``: below this many rows the retriever does not use the index;
+    ``sample``: rows used to train the centroids; ``iterations``: k-means rounds;
+    ``seed``: for the sample and the initial centroids.
     """
 
     def __init__(
         self,
         *,
         nlist: int | None = None,
-        nprobe: int = 32,
+        nprobe: int | None = None,
         min_rows: int = 20_000,
         sample: int = 50_000,
         iterations: int = 8,
@@ -50,7 +51,7 @@ class IvfIndex:
     ) -> None:
         if nlist is not None and nlist < 1:
             raise ValueError(f"nlist must be at least 1, got {nlist}")
-        if nprobe < 1:
+        if nprobe is not None and nprobe < 1:
             raise ValueError(f"nprobe must be at least 1, got {nprobe}")
         if min_rows < 1 or sample < 1 or iterations < 0 or retrain_growth <= 1:
             raise ValueError(
@@ -111,7 +112,7 @@ class IvfIndex:
         elif rows < self._assigned:  # the matrix was rebuilt smaller: start again
             self._train(np, matrix, rows)
         near = self._centroids @ query
-        probe = min(self.nprobe, len(self._lists))
+        probe = min(self.nprobe or max(8, len(self._lists) // 10), len(self._lists))
         nearest = np.argpartition(-near, probe - 1)[:probe]
         found, sims = [], []
         for c in nearest.tolist():
