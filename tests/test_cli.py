@@ -436,5 +436,13 @@ def test_a_reader_that_closes_stdout_gets_no_traceback(
             err = proc.stderr.read().decode()
             assert proc.wait(timeout=60) == 1, (args, err)
         assert err == "", (args, err)
+    for args in (["ledger", str(store), "decide", "how do I restart the api"],
+                 ["ledger", str(store), "stats"]):  # fmt: skip
+        closed = subprocess.run(  # started with no stdout at all (`>&-`)
+            [*cmd, *args], cwd=tmp_path, capture_output=False, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1), timeout=60,
+        )  # fmt: skip
+        assert closed.returncode == 1, (args, closed.stderr)
+        assert closed.stderr == b"", (args, closed.stderr)
     stats = run("ledger", str(store), "stats", cwd=tmp_path, home=home)
-    assert json.loads(stats.stdout)["pending_tickets"] == 1  # the decide was committed
+    assert json.loads(stats.stdout)["pending_tickets"] == 2  # both decides were committed

@@ -85,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null, so flushing it at exit cannot raise again."""
+    if sys.stdout is None:  # started with stdout closed: nothing to quiet
+        return
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -112,7 +114,8 @@ def run() -> None:
     code = main(argv)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started with that descriptor closed
+                stream.flush()
         except (OSError, ValueError):  # a closed pipe: the reader went away
             code = code or 1
     os._exit(code)
