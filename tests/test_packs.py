@@ -91,6 +91,15 @@ def test_pack_and_bits_round_trip() -> None:
     assert bits_to_ids(bits) == [0, 7, 22]
     assert bits_to_ids(bits, 100) == [100, 107, 122]
     assert bits_to_ids(b"") == []
+    # Sparse maps (under one nonzero byte in SPARSE_BYTES) are searched with find.
+    rnd = random.Random(3)
+    for count in (1, 5, 40, 400, 4000):
+        ids = sorted(rnd.sample(range(80_000), count))
+        buf = bytearray(10_000)
+        for r in ids:
+            buf[r >> 3] |= 1 << (r & 7)
+        assert bits_to_ids(bytes(buf)) == ids
+        assert bits_to_ids(bytes(buf), 7) == [r + 7 for r in ids]
 
 
 @settings(
@@ -264,3 +273,38 @@ def test_common_word_queries_walk_token_combinations(
             store.forget_cached()
             assert [(e.id, s) for e, s in store.retrieve(query, k)] == brute(store, query, k)
     assert sum(walked) > 40, "most of these queries are made of common tokens"
+
+
+def test_mixed_queries_score_candidates_by_codes(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries with rare and common tokens take the code path (flags from packs and
+    bitmaps, lists kept across searches); results equal the published scan's."""
+    rnd = random.Random(5)
+    store = new_store(tmp_path, floor=0.25)
+    store.conn.execute("BEGIN")
+    rare = [f"rare{i}" for i in range(150)]  # two or three holders each: packs
+    for _ in range(400):
+        words = zipf_text(rnd, 5) + " " + " ".join(rnd.sample(rare, rnd.randint(0, 2)))
+        store.add(MemoryEntry(words, zipf_text(rnd, 3), energy=rnd.choice([0.5, 1.0, 2.0])))
+    store.conn.execute("COMMIT")
+    coded: list[bool] = []
+    real = sqlstore.top_by_codes
+
+    def spy(*args: object, **kwargs: object) -> object:
+        found = real(*args, **kwargs)  # type: ignore[arg-type]
+        coded.append(found is not None)
+        return found
+
+    monkeypatch.setattr(sqlstore, "top_by_codes", spy)
+    queries = [
+        zipf_text(rnd, rnd.randint(1, 5)) + " " + " ".join(rnd.sample(rare, rnd.randint(1, 3)))
+        for _ in range(40)
+    ]
+    queries += [" ".join(rare[:9]) + " api", "rare3 nothere", "w0 w1 w2 w3 w4 w5 w6 w7 rare1"]
+    for query in queries:
+        for k in (1, 3, 8):
+            got = [(e.id, s) for e, s in store.retrieve(query, k)]
+            assert got == brute(store, query, k), query
+    assert sum(coded) > 80, "mixed queries take the code path"
+    assert not all(coded), "more than eight indexed tokens fall back to top_candidates"

@@ -29,10 +29,11 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from operator import itemgetter
+from itertools import repeat
+from operator import and_, itemgetter, rshift
 
 from ..errors import StoreFormatError
-from ..index import bits_to_ids, top_by_combinations, top_candidates
+from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
@@ -62,6 +63,8 @@ ListChanges = dict[str, dict[int, bool]]
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
+_BIT = bytes(1 << j for j in range(8))  # a rowid's bit in its byte, by rowid & 7
+_NONZERO = bytes([0] + [1] * 255)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 #: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
 CACHE_LIMIT = 20_000
@@ -1051,6 +1054,52 @@ class SqlStore(MemoryStore):
                 ]
             return out
 
+        # What ``flags`` derives from one list of keys, reused for every token tested
+        # on it: [keys, their blocks, a getter of their bytes, their bits, positions].
+        prepared: list[Any] = [None, None, None, 0, None]
+
+        def flags(t: str, keys: list[int]) -> bytes:
+            """One byte per key of ``keys``: 1 if it holds ``t``, else 0 (no loop in Python)."""
+            size = len(keys)
+            if t not in stats or not size:
+                return bytes(size)
+            if prepared[0] is not keys:
+                prepared[:] = [keys, None, None, 0, None]
+            token_id = stats[t][0]
+            if t in dense:
+                # The byte of each key in the token's bitmap (read only for the blocks
+                # the keys fall in), ANDed with the key's bit as two big integers.
+                if prepared[1] is None:
+                    prepared[1] = set(map(rshift, keys, repeat(BLOCK_SHIFT)))
+                    offsets = list(map(rshift, keys, repeat(3)))
+                    offsets.append(0)  # so that itemgetter always returns a tuple
+                    prepared[2] = itemgetter(*offsets)
+                    masks = bytes(map(_BIT.__getitem__, map(and_, keys, repeat(7))))
+                    prepared[3] = int.from_bytes(masks, "little")
+                want: set[int] = prepared[1]
+                bits, have = bitmaps.get(t, (b"", set()))
+                if not want <= have:
+                    have = have | want
+                    bits = block_bits(self.conn, token_id, have)
+                    bitmaps[t] = (bits, have)
+                    self._lists_bytes += len(bits)
+                picked = bytes(prepared[2](bits)[:size])
+                both: int = int.from_bytes(picked, "little") & prepared[3]
+                return both.to_bytes(size, "little").translate(_NONZERO)
+            held = sets.get(t)
+            if held is None:
+                held = sets[t] = set(token_ids(self.conn, token_id, False))
+                self._lists_bytes += 64 * len(held)
+            out = bytearray(size)
+            hits = held.intersection(keys)  # in C; rare tokens seldom meet
+            if hits:
+                if prepared[4] is None:
+                    prepared[4] = dict(zip(keys, range(size), strict=True))
+                at = prepared[4]
+                for key in hits:
+                    out[at[key]] = 1
+            return bytes(out)
+
         def whole(t: str) -> int:
             """A common token's postings as one integer (bit r: rowid r holds it)."""
             value = ints.get(t)
@@ -1065,6 +1114,10 @@ class SqlStore(MemoryStore):
             # Only common words: walk the combinations of tokens with bitmap ANDs.
             found = top_by_combinations(
                 qtokens, len(self), df, whole, self.retriever.min_coverage, k
+            )
+        if found is None and packed:
+            found = top_by_codes(
+                qtokens, len(self), df, postings, flags, self.retriever.min_coverage, k
             )
         if found is None:
             found = top_candidates(
