@@ -29,8 +29,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from itertools import repeat
-from operator import and_, itemgetter, rshift
+from operator import itemgetter
 
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
@@ -63,7 +62,9 @@ ListChanges = dict[str, dict[int, bool]]
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
-_BIT = bytes(1 << j for j in range(8))  # a rowid's bit in its byte, by rowid & 7
+_BIT_OF_LOW = bytes(1 << (b & 7) for b in range(256))  # a rowid's bit in its byte, by low byte
+_ID_SIZE = array("I").itemsize
+_LOW_BYTE = _ID_SIZE - 1 if _BIG_ENDIAN else 0  # where an array("I") item keeps its low byte
 _NONZERO = bytes([0] + [1] * 255)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 #: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
@@ -1070,12 +1071,17 @@ class SqlStore(MemoryStore):
                 # The byte of each key in the token's bitmap (read only for the blocks
                 # the keys fall in), ANDed with the key's bit as two big integers.
                 if prepared[1] is None:
-                    prepared[1] = set(map(rshift, keys, repeat(BLOCK_SHIFT)))
-                    offsets = list(map(rshift, keys, repeat(3)))
+                    if size > 64:  # all the blocks between the keys (16 at 1M rowids)
+                        lo, hi = min(keys) >> BLOCK_SHIFT, max(keys) >> BLOCK_SHIFT
+                        prepared[1] = set(range(lo, hi + 1))
+                    else:
+                        prepared[1] = {r >> BLOCK_SHIFT for r in keys}
+                    offsets = [r >> 3 for r in keys]
                     offsets.append(0)  # so that itemgetter always returns a tuple
                     prepared[2] = itemgetter(*offsets)
-                    masks = bytes(map(_BIT.__getitem__, map(and_, keys, repeat(7))))
-                    prepared[3] = int.from_bytes(masks, "little")
+                    # Each key's bit in its byte, from the keys' low bytes (C slices).
+                    low = array("I", keys).tobytes()[_LOW_BYTE::_ID_SIZE]
+                    prepared[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
                 want: set[int] = prepared[1]
                 bits, have = bitmaps.get(t, (b"", set()))
                 if not want <= have:
