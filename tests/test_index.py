@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -355,8 +356,9 @@ def test_code_search_equals_the_published_scan(
     def postings(t: str) -> list[int]:
         return [i for i, d in enumerate(docs) if t in d]
 
-    def flags(t: str, keys: list[int]) -> bytes:
+    def flags(t: str, keys: Sequence[int]) -> bytes:
         calls.append(len(keys))
+        assert list(keys) == sorted(keys), "flags is given ascending keys"
         return bytes(t in docs[key] for key in keys)
 
     got = top_by_codes(qtokens, size, df, postings, flags, floor, k)

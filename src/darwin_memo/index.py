@@ -188,20 +188,23 @@ def top_by_codes(
     qtokens: Sequence[str],
     n: int,
     df: Callable[[str], int],
-    postings: Callable[[str], Collection[K]],
-    flags: Callable[[str, list[K]], bytes],
+    postings: Callable[[str], Sequence[K]],
+    flags: Callable[[str, Sequence[K]], bytes],
     min_coverage: float,
     k: int | None,
 ) -> list[tuple[K, float]] | None:
     """What ``top_candidates`` returns, scoring candidates with byte operations in C.
 
     For stores whose membership tests are cheap in bulk: ``flags(t, keys)`` gives one
-    byte per key, 1 if it holds ``t`` and 0 if not. An entry's score depends only on
-    which query tokens it holds, so each candidate carries a code (bit ``i``: it holds
-    the ``i``-th rarest token), kept in a ``bytes`` beside the candidates; adding a
-    token's flags is one big-integer OR (a key's byte never carries into the next),
-    and dropping the candidates that can no longer reach the bar is a ``translate``
-    of the codes and a ``compress``, so no Python loop runs per candidate and token.
+    byte per key, 1 if it holds ``t`` and 0 if not. ``postings(t)`` returns keys in
+    ascending order, and ``flags`` is given ascending keys: a whole list as returned
+    (the same object, so a store may keep what it derived from it) or a part of one.
+    An entry's score depends only on which query tokens it holds, so each candidate
+    carries a code (bit ``i``: it holds the ``i``-th rarest token), kept in a ``bytes``
+    beside the candidates; adding a token's flags is one big-integer OR (a key's byte
+    never carries into the next), and dropping the candidates that can no longer reach
+    the bar is a ``translate`` of the codes and a ``compress``, so no Python loop runs
+    per candidate and token.
 
     Lists are read rarest first, as in ``top_candidates``, while an entry holding
     none of the tokens read so far could still reach the bar (the relevance floor,
@@ -244,19 +247,18 @@ def top_by_codes(
 
     bar = min_coverage * mass
     found: dict[K, float] = {}  # candidates scored in full
-    read: list[Collection[K]] = []  # the lists read so far
+    read: list[Sequence[K]] = []  # the lists read so far
     seen: set[K] | None = None
     for j, token in enumerate(order):
         if not (remaining[j] > 0 and remaining[j] + eps >= bar):
             break  # no entry outside the lists read can reach the bar
         plist = postings(token)
+        batch: Sequence[K] = plist
         if read:
             if seen is None:
                 seen = set().union(*read)
             batch = list(filterfalse(seen.__contains__, plist))
             seen.update(batch)
-        else:
-            batch = list(plist)
         read.append(plist)
         size = len(batch)
         codes = bytes([1 << j]) * size

@@ -28,7 +28,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
 from ..errors import StoreFormatError
@@ -71,6 +71,12 @@ _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 CACHE_LIMIT = 20_000
 #: About how much memory of postings lists a handle keeps between searches.
 LISTS_CACHE_BYTES = 64 << 20
+
+
+def _fresh() -> list[Any]:
+    """What ``flags`` derives from a list of keys, filled on first use: [the keys, the
+    blocks they fall in, a getter of their bytes in a bitmap, their bits as an int]."""
+    return [None, None, None, 0]
 
 
 def _dumps(value: Any) -> str:
@@ -331,7 +337,7 @@ def block_bits(
     return b"".join(parts)
 
 
-def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Collection[int]:
+def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[int]:
     """A token's rowids, sorted, from its pack or its blocks."""
     if not dense:
         row = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchone()
@@ -568,6 +574,8 @@ class SqlStore(MemoryStore):
         self._bitmaps: dict[str, tuple[bytes, set[int]]] = {}
         self._sets: dict[str, set[int]] = {}
         self._ints: dict[str, int] = {}
+        # token -> its pack (sorted rowids) and what ``flags`` derived from it
+        self._packs: dict[str, tuple[array[int], list[Any]]] = {}
         self._lists_bytes = 0
         self._deferred: ListChanges | None = None
         #: While ``merge_many`` runs, the entries buried so far (written together after).
@@ -989,7 +997,7 @@ class SqlStore(MemoryStore):
                 stats[token] = (int(token_id), int(count))
                 if has_bits:
                     dense[token] = int(token_id)
-        bitmaps, sets, ints = self._bitmaps, self._sets, self._ints
+        bitmaps, sets, ints, packs = self._bitmaps, self._sets, self._ints, self._packs
         if self._deferred:
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
@@ -1002,19 +1010,22 @@ class SqlStore(MemoryStore):
                 bitmaps.clear()
                 sets.clear()
                 ints.clear()
+                packs.clear()
                 self._lists_bytes = 0
                 self._lists_stamp = stamp
         else:
-            bitmaps, sets, ints = {}, {}, {}
+            bitmaps, sets, ints, packs = {}, {}, {}, {}
 
         def df(t: str) -> int:
             return stats.get(t, (0, 0))[1]
 
-        def postings(t: str) -> Collection[int]:
+        def postings(t: str) -> Sequence[int]:
             if t not in stats:
                 return []
             if packed:
-                return token_ids(self.conn, stats[t][0], t in dense)
+                if t in dense:
+                    return token_ids(self.conn, stats[t][0], True)
+                return pack(t)[0]
             rows = self.conn.execute(
                 "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
             )
@@ -1038,7 +1049,7 @@ class SqlStore(MemoryStore):
             if packed:
                 held = sets.get(t)
                 if held is None:
-                    held = sets[t] = set(token_ids(self.conn, token_id, False))
+                    held = sets[t] = set(pack(t)[0])
                     self._lists_bytes += 64 * len(held)
                 return [r for r in keys if r in held]
             # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
@@ -1055,56 +1066,71 @@ class SqlStore(MemoryStore):
                 ]
             return out
 
-        # What ``flags`` derives from one list of keys, reused for every token tested
-        # on it: [keys, their blocks, a getter of their bytes, their bits, positions].
-        prepared: list[Any] = [None, None, None, 0, None]
+        def pack(t: str) -> tuple[array[int], list[Any]]:
+            """A rare token's sorted rowids (kept across searches), with what ``flags``
+            derived from them when they were tested as one list."""
+            got = packs.get(t)
+            if got is None:
+                ids = token_ids(self.conn, stats[t][0], False)
+                got = packs[t] = (ids if isinstance(ids, array) else array("I", ids), _fresh())
+                self._lists_bytes += 4 * len(got[0])
+            return got
 
-        def flags(t: str, keys: list[int]) -> bytes:
-            """One byte per key of ``keys``: 1 if it holds ``t``, else 0 (no loop in Python)."""
+        # What ``flags`` derived from the keys it was last given (see ``_fresh``).
+        last: list[Any] = _fresh()
+
+        def flags(t: str, keys: Sequence[int]) -> bytes:
+            """One byte per key of ``keys`` (ascending): 1 if it holds ``t``, else 0."""
+            nonlocal last
             size = len(keys)
             if t not in stats or not size:
                 return bytes(size)
-            if prepared[0] is not keys:
-                prepared[:] = [keys, None, None, 0, None]
+            if last[0] is not keys:
+                last = _fresh()
+                for prepared in (packs.get(tok) for tok in stats):
+                    if prepared is not None and prepared[0] is keys:  # a whole pack
+                        last = prepared[1]
+                        break
+                last[0] = keys
             token_id = stats[t][0]
             if t in dense:
                 # The byte of each key in the token's bitmap (read only for the blocks
                 # the keys fall in), ANDed with the key's bit as two big integers.
-                if prepared[1] is None:
+                if last[1] is None:
                     if size > 64:  # all the blocks between the keys (16 at 1M rowids)
-                        lo, hi = min(keys) >> BLOCK_SHIFT, max(keys) >> BLOCK_SHIFT
-                        prepared[1] = set(range(lo, hi + 1))
+                        last[1] = set(range(keys[0] >> BLOCK_SHIFT, (keys[-1] >> BLOCK_SHIFT) + 1))
                     else:
-                        prepared[1] = {r >> BLOCK_SHIFT for r in keys}
+                        last[1] = {r >> BLOCK_SHIFT for r in keys}
                     offsets = [r >> 3 for r in keys]
                     offsets.append(0)  # so that itemgetter always returns a tuple
-                    prepared[2] = itemgetter(*offsets)
+                    last[2] = itemgetter(*offsets)
                     # Each key's bit in its byte, from the keys' low bytes (C slices).
                     low = array("I", keys).tobytes()[_LOW_BYTE::_ID_SIZE]
-                    prepared[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
-                want: set[int] = prepared[1]
+                    last[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
+                    self._lists_bytes += 40 * size
+                want: set[int] = last[1]
                 bits, have = bitmaps.get(t, (b"", set()))
                 if not want <= have:
                     have = have | want
                     bits = block_bits(self.conn, token_id, have)
                     bitmaps[t] = (bits, have)
                     self._lists_bytes += len(bits)
-                picked = bytes(prepared[2](bits)[:size])
-                both: int = int.from_bytes(picked, "little") & prepared[3]
+                picked = bytes(last[2](bits)[:size])
+                both: int = int.from_bytes(picked, "little") & last[3]
                 return both.to_bytes(size, "little").translate(_NONZERO)
             held = sets.get(t)
             if held is None:
-                held = sets[t] = set(token_ids(self.conn, token_id, False))
+                ids = pack(t)[0]
+                if size * 8 < len(ids):
+                    # A few keys against a long list: binary searches, no set built.
+                    hits = {
+                        r for r in keys if (at := bisect_left(ids, r)) < len(ids) and ids[at] == r
+                    }
+                    return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
+                held = sets[t] = set(ids)
                 self._lists_bytes += 64 * len(held)
-            out = bytearray(size)
             hits = held.intersection(keys)  # in C; rare tokens seldom meet
-            if hits:
-                if prepared[4] is None:
-                    prepared[4] = dict(zip(keys, range(size), strict=True))
-                at = prepared[4]
-                for key in hits:
-                    out[at[key]] = 1
-            return bytes(out)
+            return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
 
         def whole(t: str) -> int:
             """A common token's postings as one integer (bit r: rowid r holds it)."""
