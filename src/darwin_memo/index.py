@@ -399,7 +399,7 @@ def top_by_combinations(
                 acc &= have
                 if not acc:
                     break
-        fresh = acc & ~seen if acc else 0
+        fresh = acc & ~seen if acc and seen else acc
         if not fresh:
             continue
         seen |= fresh

@@ -1031,6 +1031,27 @@ class SqlStore(MemoryStore):
             )
             return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
 
+        def covering(t: str, want: set[int]) -> bytes:
+            """``t``'s bitmap with (at least) the blocks ``want`` read, zeros elsewhere;
+            blocks read before are kept, so only the missing ones are read."""
+            bits, have = bitmaps.get(t, (b"", set()))
+            missing = want - have
+            if not missing:
+                return bits
+            fresh = block_bits(self.conn, stats[t][0], missing)
+            if have:
+                span = 1 << (BLOCK_SHIFT - 3)
+                buf = bytearray(bits)
+                if len(fresh) > len(buf):
+                    buf.extend(bytes(len(fresh) - len(buf)))
+                for block in missing:
+                    at = block * span
+                    buf[at : at + span] = fresh[at : at + span]
+                fresh = bytes(buf)
+            bitmaps[t] = (fresh, have | missing)
+            self._lists_bytes += len(fresh) - len(bits)
+            return fresh
+
         def contains(t: str, keys: Collection[int]) -> list[int]:
             if t not in stats or not keys:
                 return []
@@ -1038,13 +1059,7 @@ class SqlStore(MemoryStore):
             if t in dense:
                 # A byte lookup per key in the token's bitmap, reading only the
                 # blocks the keys fall in.
-                bits, have = bitmaps.get(t, (b"", set()))
-                want = {r >> BLOCK_SHIFT for r in keys}
-                if not want <= have:
-                    have = have | want
-                    bits = block_bits(self.conn, token_id, have)
-                    bitmaps[t] = (bits, have)
-                    self._lists_bytes += len(bits)
+                bits = covering(t, {r >> BLOCK_SHIFT for r in keys})
                 return [r for r in keys if bits[r >> 3] >> (r & 7) & 1]
             if packed:
                 held = sets.get(t)
@@ -1092,7 +1107,6 @@ class SqlStore(MemoryStore):
                         last = prepared[1]
                         break
                 last[0] = keys
-            token_id = stats[t][0]
             if t in dense:
                 # The byte of each key in the token's bitmap (read only for the blocks
                 # the keys fall in), ANDed with the key's bit as two big integers.
@@ -1108,14 +1122,7 @@ class SqlStore(MemoryStore):
                     low = array("I", keys).tobytes()[_LOW_BYTE::_ID_SIZE]
                     last[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
                     self._lists_bytes += 40 * size
-                want: set[int] = last[1]
-                bits, have = bitmaps.get(t, (b"", set()))
-                if not want <= have:
-                    have = have | want
-                    bits = block_bits(self.conn, token_id, have)
-                    bitmaps[t] = (bits, have)
-                    self._lists_bytes += len(bits)
-                picked = bytes(last[2](bits)[:size])
+                picked = bytes(last[2](covering(t, last[1]))[:size])
                 both: int = int.from_bytes(picked, "little") & last[3]
                 return both.to_bytes(size, "little").translate(_NONZERO)
             held = sets.get(t)
@@ -1197,13 +1204,18 @@ class SqlStore(MemoryStore):
         rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))
-            rows += self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part))
+            rows += self.conn.execute(
+                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",
+                tuple(part),
+            ).fetchall()
         rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it
         out = []
         for row in rows:
             entry = self._population.get(row[1])
             if entry is None:
-                entry = self._population[row[1]] = self._materialize(row)
+                entry = self._population[row[1]] = self._materialize(row[:-1])
+                # The indexed tokens: what the consult's similarity would tokenize again.
+                self.retriever.remember_tokens(entry, str(row[-1]).split())
             out.append((entry, scores[int(row[0])]))
         return out
 
