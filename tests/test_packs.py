@@ -165,6 +165,18 @@ def test_cached_lists_see_changes_from_another_handle(tmp_path: Path) -> None:
     ]
     a.add(MemoryEntry("restart queue worker safely", "with a drain"))
     assert len(b.retrieve("restart queue worker", 3)) == 2  # b's cached lists are stale
+    # b also keeps each token's count and form (and that a token is unknown) while the
+    # stamp holds: a token another handle brings, or takes away, is seen at once.
+    assert b.retrieve("zephyr", 3) == []
+    first = a.add(MemoryEntry("zephyr rotation for the queue", "rotate weekly"))
+    assert [e.id for e, _ in b.retrieve("zephyr", 3)] == [first.id]
+    for _ in range(3):
+        a.add(MemoryEntry("queue worker zephyr", "again"))
+    query = "zephyr rotation queue worker"
+    assert [(e.id, s) for e, s in b.retrieve(query, 3)] == brute(b, query, 3)
+    a.bury(first.id)
+    assert [(e.id, s) for e, s in b.retrieve(query, 3)] == brute(b, query, 3)
+    assert first.id not in {e.id for e, _ in b.retrieve("zephyr rotation", 3)}
     a.backend.close()
     b.backend.close()
 

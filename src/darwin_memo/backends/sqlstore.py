@@ -264,6 +264,16 @@ def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
     return ids
 
 
+def new_stamp(conn: sqlite3.Connection) -> None:
+    """Write a fresh ``index_stamp``: long-lived handles drop the lists and token counts
+    they hold in memory. Random, not a counter: a rolled-back change must not leave a
+    number another writer could reach with different postings."""
+    conn.execute(
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
+        (int.from_bytes(os.urandom(7), "little"),),
+    )
+
+
 def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     """Bring the packs and blocks of the changed tokens in step with ``postings``.
 
@@ -273,13 +283,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     """
     if not changes:
         return
-    # A fresh random stamp (not a counter: a rolled-back change must not leave a
-    # number another writer could reach with different postings) tells long-lived
-    # handles that lists they hold in memory may be stale.
-    conn.execute(
-        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
-        (int.from_bytes(os.urandom(7), "little"),),
-    )
+    new_stamp(conn)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         for token, token_id, df, dense in conn.execute(
@@ -514,6 +518,7 @@ def write_entries_bulk(
     if isinstance(conn, sqlite3.Connection):
         for i, t in enumerate(ordered, 1):
             write_token(conn, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
+        new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
     _bump(conn, "alive", alive_count)
     return rowid
@@ -576,6 +581,7 @@ class SqlStore(MemoryStore):
         self._ints: dict[str, int] = {}
         # token -> its pack (sorted rowids) and what ``flags`` derived from it
         self._packs: dict[str, tuple[array[int], list[Any]]] = {}
+        self._token_stats: dict[str, tuple[int, int, bool] | None] = {}
         self._lists_bytes = 0
         self._deferred: ListChanges | None = None
         #: While ``merge_many`` runs, the entries buried so far (written together after).
@@ -985,19 +991,9 @@ class SqlStore(MemoryStore):
         qtokens = list(dict.fromkeys(tokenize(query)))
         if not qtokens:
             return []
-        stats: dict[str, tuple[int, int]] = {}
-        dense: dict[str, int] = {}  # tokens with bitmaps: token -> id
         packed = isinstance(self.conn, sqlite3.Connection)  # PostgreSQL: postings only
-        columns = "token, id, df, dense" if packed else "token, id, df, 0"
-        for part in _chunks(qtokens):
-            marks = ",".join("?" * len(part))
-            for token, token_id, count, has_bits in self.conn.execute(
-                f"SELECT {columns} FROM tokens WHERE token IN ({marks})", part
-            ):
-                stats[token] = (int(token_id), int(count))
-                if has_bits:
-                    dense[token] = int(token_id)
         bitmaps, sets, ints, packs = self._bitmaps, self._sets, self._ints, self._packs
+        known = self._token_stats
         if self._deferred:
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
@@ -1011,10 +1007,31 @@ class SqlStore(MemoryStore):
                 sets.clear()
                 ints.clear()
                 packs.clear()
+                known.clear()
                 self._lists_bytes = 0
                 self._lists_stamp = stamp
         else:
-            bitmaps, sets, ints, packs = {}, {}, {}, {}
+            bitmaps, sets, ints, packs, known = {}, {}, {}, {}, {}
+        # Each token's (id, df, has bits), or None when no entry holds it: kept with the
+        # lists, since every change of a token's df or form writes a new stamp.
+        missing = [t for t in qtokens if t not in known]
+        columns = "token, id, df, dense" if packed else "token, id, df, 0"
+        for part in _chunks(missing):
+            marks = ",".join("?" * len(part))
+            known.update(dict.fromkeys(part))
+            for token, token_id, count, has_bits in self.conn.execute(
+                f"SELECT {columns} FROM tokens WHERE token IN ({marks})", part
+            ):
+                known[token] = (int(token_id), int(count), bool(has_bits))
+                self._lists_bytes += 200
+        stats: dict[str, tuple[int, int]] = {}
+        dense: dict[str, int] = {}  # tokens with bitmaps: token -> id
+        for token in qtokens:
+            got = known[token]
+            if got is not None:
+                stats[token] = (got[0], got[1])
+                if got[2]:
+                    dense[token] = got[0]
 
         def df(t: str) -> int:
             return stats.get(t, (0, 0))[1]
