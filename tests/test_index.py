@@ -328,7 +328,7 @@ def _published_top(
 @given(
     st.integers(0, 10_000),
     st.integers(1, 300),
-    st.integers(1, 10),
+    st.integers(1, 16),
     st.one_of(st.none(), st.integers(1, 6)),
     st.floats(0.0, 0.9),
 )
@@ -339,7 +339,7 @@ def test_code_search_equals_the_published_scan(
     from darwin_memo.index import MAX_CODE_TOKENS, top_by_codes
 
     rnd = random.Random(seed)
-    vocab = [f"t{i}" for i in range(12)]
+    vocab = [f"t{i}" for i in range(14)]  # past 8 indexed tokens: one int per candidate
     # Skewed frequencies: a few common tokens, many rare ones, so lists differ in length
     # and the bar closes some of them.
     weights = [0.9 / (1 + i) ** 1.3 for i in range(len(vocab))]

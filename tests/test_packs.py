@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -301,12 +302,12 @@ def test_mixed_queries_score_candidates_by_codes(
         words = zipf_text(rnd, 5) + " " + " ".join(rnd.sample(rare, rnd.randint(0, 2)))
         store.add(MemoryEntry(words, zipf_text(rnd, 3), energy=rnd.choice([0.5, 1.0, 2.0])))
     store.conn.execute("COMMIT")
-    coded: list[bool] = []
+    coded: list[tuple[bool, int]] = []  # (took the code path, indexed tokens)
     real = sqlstore.top_by_codes
 
-    def spy(*args: object, **kwargs: object) -> object:
-        found = real(*args, **kwargs)  # type: ignore[arg-type]
-        coded.append(found is not None)
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        coded.append((found is not None, sum(args[2](t) > 0 for t in args[0])))
         return found
 
     monkeypatch.setattr(sqlstore, "top_by_codes", spy)
@@ -315,6 +316,7 @@ def test_mixed_queries_score_candidates_by_codes(
         for _ in range(40)
     ]
     queries += [" ".join(rare[:9]) + " api", "rare3 nothere", "w0 w1 w2 w3 w4 w5 w6 w7 rare1"]
+    queries += [" ".join(rare[10:22]) + " w0 w1 w2", " ".join(VOCAB[:12]) + " rare5 rare6"]
     for query in queries:
         for k in (1, 3, 8):
             if k == 3:
@@ -323,5 +325,5 @@ def test_mixed_queries_score_candidates_by_codes(
             assert [(e.id, s) for e, s in hits] == brute(store, query, k), query
             for entry, _ in hits:  # the token sets the search remembered are the text's
                 assert store.retriever.tokens(entry) == frozenset(tokenize(entry.text))
-    assert sum(coded) > 80, "mixed queries take the code path"
-    assert not all(coded), "more than eight indexed tokens fall back to top_candidates"
+    assert sum(took for took, _ in coded) > 80, "mixed queries take the code path"
+    assert any(took and m > 8 for took, m in coded), "past 8 tokens, one int per candidate"

@@ -28,14 +28,20 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from itertools import compress, filterfalse
+from operator import or_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeVar
+    from typing import Protocol, TypeVar
 
     K = TypeVar("K", bound=Hashable)
+
+    class _Lookup(Protocol):
+        def __getitem__(self, code: int, /) -> float: ...
+
 
 __all__ = ["bits_to_ids", "top_by_codes", "top_by_combinations", "top_candidates"]
 
@@ -181,7 +187,7 @@ def _kth_bound(values: Collection[float], k: int) -> float:
 
 
 #: Queries with more distinct indexed tokens than this are not searched by codes.
-MAX_CODE_TOKENS = 8
+MAX_CODE_TOKENS = 32
 
 
 def top_by_codes(
@@ -212,8 +218,10 @@ def top_by_codes(
     not in an earlier list) are scored against the later tokens one at a time, and
     after each those that cannot reach the bar even with every untested token are
     dropped. Exact scores are summed in query order per code, as the published scan
-    sums them. Returns None when the query has more than ``MAX_CODE_TOKENS`` indexed
-    tokens (the caller falls back to ``top_candidates``).
+    sums them. Past 8 indexed tokens a code no longer fits a byte: candidates then
+    carry an int each, updated with ``map`` (still no loop in Python). Returns None
+    when the query has more than ``MAX_CODE_TOKENS`` indexed tokens (the caller falls
+    back to ``top_candidates``).
     """
     present = [t for t in qtokens if df(t) > 0]
     if not present or n <= 0:
@@ -229,11 +237,18 @@ def top_by_codes(
     remaining = [0.0] * (m + 1)
     for i in range(m - 1, -1, -1):
         remaining[i] = remaining[i + 1] + idf[order[i]]
-    # Lower bounds of a code's score, any summation order (pruning pads by eps).
-    lower = [0.0]
-    for t in order:
-        weight = idf[t]
-        lower += [s + weight for s in lower]
+    # Lower bounds of a code's score, any summation order (pruning pads by eps): a
+    # table of every code for one byte of codes, else computed for the codes met.
+    wide = m > 8
+    lower: _Lookup
+    if wide:
+        lower = _Sums([idf[t] for t in order])
+    else:
+        sums = [0.0]
+        for t in order:
+            weight = idf[t]
+            sums += [s + weight for s in sums]
+        lower = sums
     eps = 1e-9 * mass
     exact_of: dict[int, float] = {}
 
@@ -261,15 +276,30 @@ def top_by_codes(
             seen.update(batch)
         read.append(plist)
         size = len(batch)
-        codes = bytes([1 << j]) * size
+        # One byte per candidate while the query has at most 8 tokens, else an int.
+        codes: bytes | list[int] = [1 << j] * size if wide else bytes([1 << j]) * size
         for i in range(j + 1, m):
             if not size:
                 break
-            held = int.from_bytes(flags(order[i], batch), "little")
-            codes = (int.from_bytes(codes, "little") | held << i).to_bytes(size, "little")
+            held = flags(order[i], batch)
+            ceiling = remaining[i + 1] + eps
+            if isinstance(codes, list):
+                if 1 in held:
+                    codes = list(map(or_, codes, map((1 << i).__mul__, held)))
+                counts = Counter(codes)
+                if k is not None:
+                    bar = max(bar, _kth_counted(counts, lower, k))
+                keep_of = {code: lower[code] + ceiling >= bar for code in counts}
+                if not all(keep_of.values()):
+                    kept = bytes(map(keep_of.__getitem__, codes))
+                    batch = list(compress(batch, kept))
+                    codes = list(compress(codes, kept))
+                    size = len(batch)
+                continue
+            both = int.from_bytes(codes, "little") | int.from_bytes(held, "little") << i
+            codes = both.to_bytes(size, "little")
             if k is not None:
                 bar = max(bar, _kth_coded(codes, lower, k))
-            ceiling = remaining[i + 1] + eps
             keep = bytearray(256)
             dropped = False
             for code in set(codes):
@@ -298,7 +328,31 @@ def top_by_codes(
     return out
 
 
-def _kth_coded(codes: bytes, value: Sequence[float], k: int) -> float:
+class _Sums:
+    """``sums[code]``: the sum of ``weights[i]`` over the bits ``i`` of ``code`` (cached)."""
+
+    def __init__(self, weights: list[float]) -> None:
+        self.weights = weights
+        self.known: dict[int, float] = {}
+
+    def __getitem__(self, code: int) -> float:
+        got = self.known.get(code)
+        if got is None:
+            got = self.known[code] = sum(w for i, w in enumerate(self.weights) if code >> i & 1)
+        return got
+
+
+def _kth_counted(counts: Mapping[int, int], value: _Lookup, k: int) -> float:
+    """The k-th largest of ``value[c]``, each code ``c`` counted ``counts[c]`` times."""
+    got = 0
+    for code in sorted(counts, key=value.__getitem__, reverse=True):
+        got += counts[code]
+        if got >= k:
+            return value[code]
+    return 0.0
+
+
+def _kth_coded(codes: bytes, value: _Lookup, k: int) -> float:
     """The k-th largest of ``value[c]`` over the bytes ``c`` of ``codes`` (0 under k)."""
     if len(codes) < k:
         return 0.0
