@@ -317,6 +317,7 @@ def test_mixed_queries_score_candidates_by_codes(
     ]
     queries += [" ".join(rare[:9]) + " api", "rare3 nothere", "w0 w1 w2 w3 w4 w5 w6 w7 rare1"]
     queries += [" ".join(rare[10:22]) + " w0 w1 w2", " ".join(VOCAB[:12]) + " rare5 rare6"]
+    queries += [" ".join(VOCAB) + " rare7 rare8"]  # past 32 tokens: top_candidates
     for query in queries:
         for k in (1, 3, 8):
             if k == 3:
@@ -327,3 +328,23 @@ def test_mixed_queries_score_candidates_by_codes(
                 assert store.retriever.tokens(entry) == frozenset(tokenize(entry.text))
     assert sum(took for took, _ in coded) > 80, "mixed queries take the code path"
     assert any(took and m > 8 for took, m in coded), "past 8 tokens, one int per candidate"
+    assert any(not took for took, _ in coded), "past 32 tokens, top_candidates"
+
+
+def test_a_bitmap_read_whole_covers_later_rowids(small_blocks: None, tmp_path: Path) -> None:
+    """A common token's bitmap read whole ends at its last holder; tests of later rowids
+    against it (code path and top_candidates' path) read them as zeros."""
+    store = new_store(tmp_path, floor=0.05)
+    store.conn.execute("BEGIN")
+    for i in range(8):
+        store.add(MemoryEntry(f"early common{i % 2}", "first"))
+    other = [f"late{i}" for i in range(40)]
+    for i in range(120):
+        store.add(MemoryEntry(f"{other[i % 40]} {other[(i + 1) % 40]} common{i % 2}", "later"))
+    store.conn.execute("COMMIT")
+    queries = ["early", "early common0", "early " + " ".join(other[:36]), "early late3 late4"]
+    for query in queries:
+        for k in (1, 3, 200):
+            got = [(e.id, s) for e, s in store.retrieve(query, k)]
+            assert got == brute(store, query, k), query
+    store.backend.close()

@@ -75,7 +75,8 @@ LISTS_CACHE_BYTES = 64 << 20
 
 def _fresh() -> list[Any]:
     """What ``flags`` derives from a list of keys, filled on first use: [the keys, the
-    blocks they fall in, a getter of their bytes in a bitmap, their bits as an int]."""
+    blocks they fall in (None: all), a getter of their bytes in a bitmap, their bits
+    as an int]."""
     return [None, None, None, 0]
 
 
@@ -576,7 +577,7 @@ class SqlStore(MemoryStore):
         # Lists read for retrieval, kept across searches while ``index_stamp`` holds:
         # token -> (bitmap, blocks read) for common tokens, token -> set for packs.
         self._lists_stamp: int | None = None
-        self._bitmaps: dict[str, tuple[bytes, set[int]]] = {}
+        self._bitmaps: dict[str, tuple[bytes, set[int] | None]] = {}
         self._sets: dict[str, set[int]] = {}
         self._ints: dict[str, int] = {}
         # token -> its pack (sorted rowids) and what ``flags`` derived from it
@@ -1048,10 +1049,18 @@ class SqlStore(MemoryStore):
             )
             return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
 
-        def covering(t: str, want: set[int]) -> bytes:
-            """``t``'s bitmap with (at least) the blocks ``want`` read, zeros elsewhere;
-            blocks read before are kept, so only the missing ones are read."""
+        def covering(t: str, want: set[int] | None) -> bytes:
+            """``t``'s bitmap with (at least) the blocks ``want`` read (None: every
+            block), zeros elsewhere; blocks read before are kept, so only the missing
+            ones are read. A bitmap read whole may end before the last rowids."""
             bits, have = bitmaps.get(t, (b"", set()))
+            if have is None:
+                return bits  # read whole
+            if want is None:
+                fresh = block_bits(self.conn, stats[t][0])
+                bitmaps[t] = (fresh, None)
+                self._lists_bytes += len(fresh) - len(bits)
+                return fresh
             missing = want - have
             if not missing:
                 return bits
@@ -1077,6 +1086,9 @@ class SqlStore(MemoryStore):
                 # A byte lookup per key in the token's bitmap, reading only the
                 # blocks the keys fall in.
                 bits = covering(t, {r >> BLOCK_SHIFT for r in keys})
+                reach = (max(keys) >> 3) + 1
+                if len(bits) < reach:  # a whole map ends at its last set bit
+                    bits += bytes(reach - len(bits))
                 return [r for r in keys if bits[r >> 3] >> (r & 7) & 1]
             if packed:
                 held = sets.get(t)
@@ -1127,11 +1139,10 @@ class SqlStore(MemoryStore):
             if t in dense:
                 # The byte of each key in the token's bitmap (read only for the blocks
                 # the keys fall in), ANDed with the key's bit as two big integers.
-                if last[1] is None:
-                    if size > 64:  # all the blocks between the keys (16 at 1M rowids)
-                        last[1] = set(range(keys[0] >> BLOCK_SHIFT, (keys[-1] >> BLOCK_SHIFT) + 1))
-                    else:
-                        last[1] = {r >> BLOCK_SHIFT for r in keys}
+                if last[2] is None:
+                    # A few keys read the blocks they fall in; more read the whole map
+                    # (16 blocks at a million rowids, and many keys touch them all).
+                    last[1] = {r >> BLOCK_SHIFT for r in keys} if size <= 64 else None
                     offsets = [r >> 3 for r in keys]
                     offsets.append(0)  # so that itemgetter always returns a tuple
                     last[2] = itemgetter(*offsets)
@@ -1139,7 +1150,13 @@ class SqlStore(MemoryStore):
                     low = array("I", keys).tobytes()[_LOW_BYTE::_ID_SIZE]
                     last[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
                     self._lists_bytes += 40 * size
-                picked = bytes(last[2](covering(t, last[1]))[:size])
+                bits = covering(t, last[1])
+                try:
+                    picked = bytes(last[2](bits)[:size])
+                except IndexError:  # a whole map ends at its last set bit: pad it
+                    bits += bytes((max(keys) >> 3) + 1 - len(bits))
+                    bitmaps[t] = (bits, None)
+                    picked = bytes(last[2](bits)[:size])
                 both: int = int.from_bytes(picked, "little") & last[3]
                 return both.to_bytes(size, "little").translate(_NONZERO)
             held = sets.get(t)
@@ -1160,7 +1177,7 @@ class SqlStore(MemoryStore):
             """A common token's postings as one integer (bit r: rowid r holds it)."""
             value = ints.get(t)
             if value is None:
-                bits = block_bits(self.conn, stats[t][0])
+                bits = covering(t, None)
                 value = ints[t] = int.from_bytes(bits, "little")
                 self._lists_bytes += len(bits)
             return value
