@@ -1155,7 +1155,7 @@ class SqlStore(MemoryStore):
                     picked = bytes(last[2](bits)[:size])
                 except IndexError:  # a whole map ends at its last set bit: pad it
                     bits += bytes((max(keys) >> 3) + 1 - len(bits))
-                    bitmaps[t] = (bits, None)
+                    bitmaps[t] = (bits, bitmaps[t][1])
                     picked = bytes(last[2](bits)[:size])
                 both: int = int.from_bytes(picked, "little") & last[3]
                 return both.to_bytes(size, "little").translate(_NONZERO)
