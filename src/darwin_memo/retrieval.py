@@ -257,6 +257,11 @@ class LexicalRetriever:
         self._tokens[entry.id] = (text, toks)
         return toks
 
+    def remember_tokens(self, entry: MemoryEntry, tokens: Iterable[str]) -> None:
+        """Cache ``entry``'s token set as a store indexed it (``tokenize`` of its text),
+        so that ``tokens`` and ``similarity`` need not tokenize it again."""
+        self._tokens[entry.id] = (entry.text, frozenset(tokens))
+
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         qtokens = list(dict.fromkeys(tokenize(query)))
         if not qtokens or not entries:

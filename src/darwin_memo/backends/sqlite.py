@@ -303,7 +303,7 @@ class SqliteBackend:
             self._raise(exc, "start a write")
         try:
             self._sync(ledger)
-            self.txn_version = self._current_version() + 1
+            self.txn_version = self._seen + 1  # _sync left _seen at the store's version
             ledger._begin_journal(changes)
             yield
             if changes.events or changes.touched or changes.opened or changes.closed:
@@ -330,14 +330,16 @@ class SqliteBackend:
             "VALUES (?, 1, ?, ?, ?)",
             [(t.id, t.born_tick, _dumps(t.to_dict()), version) for t in changes.opened],
         )
-        self.conn.executemany(
-            "UPDATE tickets SET open = 0, version = ? WHERE id = ?",
-            [(version, ticket_id) for ticket_id in changes.closed],
-        )
-        self.conn.executemany(
-            "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
-            [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
-        )
+        if changes.closed:
+            self.conn.executemany(
+                "UPDATE tickets SET open = 0, version = ? WHERE id = ?",
+                [(version, ticket_id) for ticket_id in changes.closed],
+            )
+        if changes.notes:
+            self.conn.executemany(
+                "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
+                [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
+            )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
             [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],
