@@ -414,3 +414,35 @@ def test_a_store_url_never_shows_its_password(command: str, tmp_path: Path, home
     message = assert_clean_error(proc)
     assert "s3cr3t-pw" not in proc.stdout + proc.stderr
     assert "postgresql://agent@127.0.0.1:9/team" in message
+
+
+@pytest.mark.parametrize("entry_point", [False, True])
+def test_a_reader_that_closes_stdout_gets_no_traceback(
+    tmp_path: Path, home: Path, entry_point: bool
+) -> None:
+    """`darwin-memo ledger ... | head -c0`: exit 1, nothing on stderr, the decide kept."""
+    store = tmp_path / "s.db"
+    add = run("ledger", str(store), "add", "how do I restart the api", "systemctl restart api",
+              cwd=tmp_path, home=home)  # fmt: skip
+    assert add.returncode == 0, add.stderr
+    cmd = [str(ENTRY_POINT)] if entry_point else [sys.executable, "-m", "darwin_memo"]
+    for args in (["ledger", str(store), "decide", "how do I restart the api"],
+                 ["ledger", str(store), "stats"], ["stats", str(store)]):  # fmt: skip
+        with subprocess.Popen(
+            [*cmd, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            proc.stdout.close()  # before the command writes anything
+            err = proc.stderr.read().decode()
+            assert proc.wait(timeout=60) == 1, (args, err)
+        assert err == "", (args, err)
+    for args in (["ledger", str(store), "decide", "how do I restart the api"],
+                 ["ledger", str(store), "stats"]):  # fmt: skip
+        closed = subprocess.run(  # started with no stdout at all (`>&-`)
+            [*cmd, *args], cwd=tmp_path, capture_output=False, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1), timeout=60,
+        )  # fmt: skip
+        assert closed.returncode == 1, (args, closed.stderr)
+        assert closed.stderr == b"", (args, closed.stderr)
+    stats = run("ledger", str(store), "stats", cwd=tmp_path, home=home)
+    assert json.loads(stats.stdout)["pending_tickets"] == 2  # both decides were committed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -300,3 +301,72 @@ def test_token_combinations_equal_the_candidate_search(
     want = top_candidates(qtokens, size, df, postings, contains, floor, k)
     assert got is not None
     assert sorted(got) == sorted(want)
+
+
+def _published_top(
+    docs: list[set[str]], qtokens: list[str], floor: float, k: int | None
+) -> list[tuple[int, float]]:
+    """The published scan's qualifying scores, cut at the k-th with its ties."""
+    import math
+
+    n = len(docs)
+    idf = {t: math.log(1.0 + n / (1.0 + sum(t in d for d in docs))) for t in qtokens}
+    mass = sum(idf.values())
+    scored = []
+    for key, d in enumerate(docs):
+        score = sum(w for t, w in idf.items() if t in d)
+        if score > 0 and score / mass >= floor:
+            scored.append((key, score))
+    scored.sort(key=lambda pair: pair[1], reverse=True)
+    if k is not None and len(scored) > k:
+        kth = scored[k - 1][1]
+        scored = [pair for pair in scored if pair[1] >= kth]
+    return scored
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(1, 300),
+    st.integers(1, 16),
+    st.one_of(st.none(), st.integers(1, 6)),
+    st.floats(0.0, 0.9),
+)
+def test_code_search_equals_the_published_scan(
+    seed: int, size: int, nq: int, k: int | None, floor: float
+) -> None:
+    """``top_by_codes`` (candidates scored by byte codes) returns what the scan returns."""
+    from darwin_memo.index import MAX_CODE_TOKENS, top_by_codes
+
+    rnd = random.Random(seed)
+    vocab = [f"t{i}" for i in range(14)]  # past 8 indexed tokens: one int per candidate
+    # Skewed frequencies: a few common tokens, many rare ones, so lists differ in length
+    # and the bar closes some of them.
+    weights = [0.9 / (1 + i) ** 1.3 for i in range(len(vocab))]
+    docs = [
+        {t for t, w in zip(vocab, weights, strict=True) if rnd.random() < w} for _ in range(size)
+    ]
+    query = [rnd.choice([*vocab, "absent"]) for _ in range(nq)]
+    qtokens = list(dict.fromkeys(query))
+    calls: list[int] = []
+
+    def df(t: str) -> int:
+        return sum(t in d for d in docs)
+
+    def postings(t: str) -> list[int]:
+        return [i for i, d in enumerate(docs) if t in d]
+
+    def flags(t: str, keys: Sequence[int]) -> bytes:
+        calls.append(len(keys))
+        assert list(keys) == sorted(keys), "flags is given ascending keys"
+        return bytes(t in docs[key] for key in keys)
+
+    got = top_by_codes(qtokens, size, df, postings, flags, floor, k)
+    present = [t for t in qtokens if df(t) > 0]
+    if len(present) > MAX_CODE_TOKENS:
+        assert got is None
+        return
+    assert got is not None
+    want = _published_top(docs, qtokens, floor, k)
+    assert sorted(got) == sorted(want)  # same keys, bit-identical scores
+    assert all(n > 0 for n in calls)

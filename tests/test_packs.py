@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from darwin_memo import LexicalRetriever, MemoryEntry
 from darwin_memo.backends import sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.backends.sqlstore import SqlStore, bits_to_ids, pack_ids, unpack_ids
+from darwin_memo.retrieval import tokenize
 
 VOCAB = [f"w{i}" for i in range(30)] + ["api", "worker", "queue", "restart", "cache"]
 
@@ -91,6 +93,15 @@ def test_pack_and_bits_round_trip() -> None:
     assert bits_to_ids(bits) == [0, 7, 22]
     assert bits_to_ids(bits, 100) == [100, 107, 122]
     assert bits_to_ids(b"") == []
+    # Sparse maps (under one nonzero byte in SPARSE_BYTES) are searched with find.
+    rnd = random.Random(3)
+    for count in (1, 5, 40, 400, 4000):
+        ids = sorted(rnd.sample(range(80_000), count))
+        buf = bytearray(10_000)
+        for r in ids:
+            buf[r >> 3] |= 1 << (r & 7)
+        assert bits_to_ids(bytes(buf)) == ids
+        assert bits_to_ids(bytes(buf), 7) == [r + 7 for r in ids]
 
 
 @settings(
@@ -155,6 +166,18 @@ def test_cached_lists_see_changes_from_another_handle(tmp_path: Path) -> None:
     ]
     a.add(MemoryEntry("restart queue worker safely", "with a drain"))
     assert len(b.retrieve("restart queue worker", 3)) == 2  # b's cached lists are stale
+    # b also keeps each token's count and form (and that a token is unknown) while the
+    # stamp holds: a token another handle brings, or takes away, is seen at once.
+    assert b.retrieve("zephyr", 3) == []
+    first = a.add(MemoryEntry("zephyr rotation for the queue", "rotate weekly"))
+    assert [e.id for e, _ in b.retrieve("zephyr", 3)] == [first.id]
+    for _ in range(3):
+        a.add(MemoryEntry("queue worker zephyr", "again"))
+    query = "zephyr rotation queue worker"
+    assert [(e.id, s) for e, s in b.retrieve(query, 3)] == brute(b, query, 3)
+    a.bury(first.id)
+    assert [(e.id, s) for e, s in b.retrieve(query, 3)] == brute(b, query, 3)
+    assert first.id not in {e.id for e, _ in b.retrieve("zephyr rotation", 3)}
     a.backend.close()
     b.backend.close()
 
@@ -266,3 +289,64 @@ def test_common_word_queries_walk_token_combinations(
             store.forget_cached()
             assert [(e.id, s) for e, s in store.retrieve(query, k)] == brute(store, query, k)
     assert sum(walked) > 40, "most of these queries are made of common tokens"
+
+
+def test_mixed_queries_score_candidates_by_codes(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries with rare and common tokens take the code path (flags from packs and
+    bitmaps, lists kept across searches); results equal the published scan's."""
+    rnd = random.Random(5)
+    store = new_store(tmp_path, floor=0.25)
+    store.conn.execute("BEGIN")
+    rare = [f"rare{i}" for i in range(150)]  # two or three holders each: packs
+    for _ in range(400):
+        words = zipf_text(rnd, 5) + " " + " ".join(rnd.sample(rare, rnd.randint(0, 2)))
+        store.add(MemoryEntry(words, zipf_text(rnd, 3), energy=rnd.choice([0.5, 1.0, 2.0])))
+    store.conn.execute("COMMIT")
+    coded: list[tuple[bool, int]] = []  # (took the code path, indexed tokens)
+    real = sqlstore.top_by_codes
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        coded.append((found is not None, sum(args[2](t) > 0 for t in args[0])))
+        return found
+
+    monkeypatch.setattr(sqlstore, "top_by_codes", spy)
+    queries = [
+        zipf_text(rnd, rnd.randint(1, 5)) + " " + " ".join(rnd.sample(rare, rnd.randint(1, 3)))
+        for _ in range(40)
+    ]
+    queries += [" ".join(rare[:9]) + " api", "rare3 nothere", "w0 w1 w2 w3 w4 w5 w6 w7 rare1"]
+    queries += [" ".join(rare[10:22]) + " w0 w1 w2", " ".join(VOCAB[:12]) + " rare5 rare6"]
+    queries += [" ".join(VOCAB) + " rare7 rare8"]  # past 32 tokens: top_candidates
+    for query in queries:
+        for k in (1, 3, 8):
+            if k == 3:
+                store.forget_cached()  # rows read afresh (the lists stay cached)
+            hits = store.retrieve(query, k)
+            assert [(e.id, s) for e, s in hits] == brute(store, query, k), query
+            for entry, _ in hits:  # the token sets the search remembered are the text's
+                assert store.retriever.tokens(entry) == frozenset(tokenize(entry.text))
+    assert sum(took for took, _ in coded) > 80, "mixed queries take the code path"
+    assert any(took and m > 8 for took, m in coded), "past 8 tokens, one int per candidate"
+    assert any(not took for took, _ in coded), "past 32 tokens, top_candidates"
+
+
+def test_a_bitmap_read_whole_covers_later_rowids(small_blocks: None, tmp_path: Path) -> None:
+    """A common token's bitmap read whole ends at its last holder; tests of later rowids
+    against it (code path and top_candidates' path) read them as zeros."""
+    store = new_store(tmp_path, floor=0.05)
+    store.conn.execute("BEGIN")
+    for i in range(8):
+        store.add(MemoryEntry(f"early common{i % 2}", "first"))
+    other = [f"late{i}" for i in range(40)]
+    for i in range(120):
+        store.add(MemoryEntry(f"{other[i % 40]} {other[(i + 1) % 40]} common{i % 2}", "later"))
+    store.conn.execute("COMMIT")
+    queries = ["early", "early common0", "early " + " ".join(other[:36]), "early late3 late4"]
+    for query in queries:
+        for k in (1, 3, 200):
+            got = [(e.id, s) for e, s in store.retrieve(query, k)]
+            assert got == brute(store, query, k), query
+    store.backend.close()

@@ -207,10 +207,52 @@ with contextlib.redirect_stdout(out):
 heavy = ("argparse", "dataclasses", "inspect", "pathlib", "typing")
 print(out.getvalue().splitlines()[-1])
 print(sorted(m for m in heavy if m in sys.modules))
+from darwin_memo import records
+print(sorted(w for w, (key, _, _) in records._BUILT.items() if key not in records._precompiled()))
 """
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    settled, imported = proc.stdout.strip().splitlines()[-2:]
+    settled, imported, compiled = proc.stdout.strip().splitlines()[-3:]
     assert json.loads(settled) == {"settled": True}
     assert imported == "[]"
+    assert compiled == "[]"  # every record's methods came from _record_methods.py
+
+
+def test_the_generated_methods_are_current() -> None:
+    """``_record_methods.py`` holds exactly what the records' declarations generate."""
+    from darwin_memo import records
+
+    for module, _name in RECORDS:
+        importlib.import_module(module)
+    assert sorted(records.RECORDS) == sorted(f"{m}.{n}" for m, n in RECORDS)
+    path = Path(records.__file__).with_name("_record_methods.py")
+    assert path.read_text(encoding="utf-8") == records.methods_module_source(), (
+        "src/darwin_memo/_record_methods.py is stale: run "
+        "python -c 'from darwin_memo.records import write_methods_module as w; w()'"
+    )
+    for module, name in RECORDS:
+        cls = getattr(sys.modules[module], name)
+        assert cls.__init__.__code__.co_filename == str(path)
+        assert cls.__init__.__qualname__ == f"{name}.__init__"
+        assert cls.__init__.__module__ == module
+
+
+def test_a_record_missing_from_the_generated_module_is_compiled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale or absent ``_record_methods.py`` costs time, never correctness."""
+    from darwin_memo import records
+
+    monkeypatch.setattr(records, "_METHODS", {})
+
+    @record(frozen=True)
+    class Point:
+        x: int
+        y: int = 2
+
+    p = Point(1)
+    assert (p.x, p.y, repr(p)) == (1, 2, f"{Point.__qualname__}(x=1, y=2)")
+    assert Point.__init__.__code__.co_filename == "<string>"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 5  # type: ignore[misc]

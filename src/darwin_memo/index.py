@@ -28,16 +28,22 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection, Hashable, Sequence
-from itertools import compress
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from itertools import compress, filterfalse
+from operator import or_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeVar
+    from typing import Protocol, TypeVar
 
     K = TypeVar("K", bound=Hashable)
 
-__all__ = ["bits_to_ids", "top_by_combinations", "top_candidates"]
+    class _Lookup(Protocol):
+        def __getitem__(self, code: int, /) -> float: ...
+
+
+__all__ = ["bits_to_ids", "top_by_codes", "top_by_combinations", "top_candidates"]
 
 
 def top_candidates(
@@ -180,6 +186,184 @@ def _kth_bound(values: Collection[float], k: int) -> float:
     return heapq.nlargest(k, values)[-1]
 
 
+#: Queries with more distinct indexed tokens than this are not searched by codes.
+MAX_CODE_TOKENS = 32
+
+
+def top_by_codes(
+    qtokens: Sequence[str],
+    n: int,
+    df: Callable[[str], int],
+    postings: Callable[[str], Sequence[K]],
+    flags: Callable[[str, Sequence[K]], bytes],
+    min_coverage: float,
+    k: int | None,
+) -> list[tuple[K, float]] | None:
+    """What ``top_candidates`` returns, scoring candidates with byte operations in C.
+
+    For stores whose membership tests are cheap in bulk: ``flags(t, keys)`` gives one
+    byte per key, 1 if it holds ``t`` and 0 if not. ``postings(t)`` returns keys in
+    ascending order, and ``flags`` is given ascending keys: a whole list as returned
+    (the same object, so a store may keep what it derived from it) or a part of one.
+    An entry's score depends only on which query tokens it holds, so each candidate
+    carries a code (bit ``i``: it holds the ``i``-th rarest token), kept in a ``bytes``
+    beside the candidates; adding a token's flags is one big-integer OR (a key's byte
+    never carries into the next), and dropping the candidates that can no longer reach
+    the bar is a ``translate`` of the codes and a ``compress``, so no Python loop runs
+    per candidate and token.
+
+    Lists are read rarest first, as in ``top_candidates``, while an entry holding
+    none of the tokens read so far could still reach the bar (the relevance floor,
+    raised to the k-th best lower bound known). The candidates a list brings (those
+    not in an earlier list) are scored against the later tokens one at a time, and
+    after each those that cannot reach the bar even with every untested token are
+    dropped. Exact scores are summed in query order per code, as the published scan
+    sums them. Past 8 indexed tokens a code no longer fits a byte: candidates then
+    carry an int each, updated with ``map`` (still no loop in Python). Returns None
+    when the query has more than ``MAX_CODE_TOKENS`` indexed tokens (the caller falls
+    back to ``top_candidates``).
+    """
+    present = [t for t in qtokens if df(t) > 0]
+    if not present or n <= 0:
+        return []
+    if len(present) > MAX_CODE_TOKENS:
+        return None
+    idf = {t: math.log(1.0 + n / (1.0 + df(t))) for t in qtokens}
+    mass = sum(idf.values())
+    if mass <= 0:
+        return []
+    order = sorted(present, key=lambda t: idf[t], reverse=True)
+    m = len(order)
+    remaining = [0.0] * (m + 1)
+    for i in range(m - 1, -1, -1):
+        remaining[i] = remaining[i + 1] + idf[order[i]]
+    # Lower bounds of a code's score, any summation order (pruning pads by eps): a
+    # table of every code for one byte of codes, else computed for the codes met.
+    wide = m > 8
+    lower: _Lookup
+    if wide:
+        lower = _Sums([idf[t] for t in order])
+    else:
+        sums = [0.0]
+        for t in order:
+            weight = idf[t]
+            sums += [s + weight for s in sums]
+        lower = sums
+    eps = 1e-9 * mass
+    exact_of: dict[int, float] = {}
+
+    def exact(code: int) -> float:
+        got = exact_of.get(code)
+        if got is None:
+            held = {order[i] for i in range(m) if code >> i & 1}
+            # Summed in query order over every query token, as the published scan sums.
+            got = exact_of[code] = sum(w for t, w in idf.items() if t in held)
+        return got
+
+    bar = min_coverage * mass
+    found: dict[K, float] = {}  # candidates scored in full
+    read: list[Sequence[K]] = []  # the lists read so far
+    seen: set[K] | None = None
+    for j, token in enumerate(order):
+        if not (remaining[j] > 0 and remaining[j] + eps >= bar):
+            break  # no entry outside the lists read can reach the bar
+        plist = postings(token)
+        batch: Sequence[K] = plist
+        if read:
+            if seen is None:
+                seen = set().union(*read)
+            batch = list(filterfalse(seen.__contains__, plist))
+            seen.update(batch)
+        read.append(plist)
+        size = len(batch)
+        # One byte per candidate while the query has at most 8 tokens, else an int.
+        codes: bytes | list[int] = [1 << j] * size if wide else bytes([1 << j]) * size
+        for i in range(j + 1, m):
+            if not size:
+                break
+            held = flags(order[i], batch)
+            ceiling = remaining[i + 1] + eps
+            if isinstance(codes, list):
+                if 1 in held:
+                    codes = list(map(or_, codes, map((1 << i).__mul__, held)))
+                counts = Counter(codes)
+                if k is not None:
+                    bar = max(bar, _kth_counted(counts, lower, k))
+                keep_of = {code: lower[code] + ceiling >= bar for code in counts}
+                if not all(keep_of.values()):
+                    kept = bytes(map(keep_of.__getitem__, codes))
+                    batch = list(compress(batch, kept))
+                    codes = list(compress(codes, kept))
+                    size = len(batch)
+                continue
+            both = int.from_bytes(codes, "little") | int.from_bytes(held, "little") << i
+            codes = both.to_bytes(size, "little")
+            if k is not None:
+                bar = max(bar, _kth_coded(codes, lower, k))
+            keep = bytearray(256)
+            dropped = False
+            for code in set(codes):
+                if lower[code] + ceiling >= bar:
+                    keep[code] = 1
+                else:
+                    dropped = True
+            if dropped:
+                kept = codes.translate(keep)
+                batch = list(compress(batch, kept))
+                codes = bytes(compress(codes, kept))
+                size = len(batch)
+        if size:
+            table = {code: exact(code) for code in set(codes)}
+            found.update(zip(batch, map(table.__getitem__, codes), strict=True))
+        if k is not None and len(found) >= k:
+            bar = max(bar, _kth_bound(found.values(), k))
+        if found and min(found.values()) + eps < bar:
+            found = {key: s for key, s in found.items() if s + eps >= bar}
+
+    out = [(key, s) for key, s in found.items() if s > 0 and s / mass >= min_coverage]
+    out.sort(key=lambda pair: pair[1], reverse=True)
+    if k is not None and len(out) > k:
+        kth_score = out[k - 1][1]
+        out = [pair for pair in out if pair[1] >= kth_score]
+    return out
+
+
+class _Sums:
+    """``sums[code]``: the sum of ``weights[i]`` over the bits ``i`` of ``code`` (cached)."""
+
+    def __init__(self, weights: list[float]) -> None:
+        self.weights = weights
+        self.known: dict[int, float] = {}
+
+    def __getitem__(self, code: int) -> float:
+        got = self.known.get(code)
+        if got is None:
+            got = self.known[code] = sum(w for i, w in enumerate(self.weights) if code >> i & 1)
+        return got
+
+
+def _kth_counted(counts: Mapping[int, int], value: _Lookup, k: int) -> float:
+    """The k-th largest of ``value[c]``, each code ``c`` counted ``counts[c]`` times."""
+    got = 0
+    for code in sorted(counts, key=value.__getitem__, reverse=True):
+        got += counts[code]
+        if got >= k:
+            return value[code]
+    return 0.0
+
+
+def _kth_coded(codes: bytes, value: _Lookup, k: int) -> float:
+    """The k-th largest of ``value[c]`` over the bytes ``c`` of ``codes`` (0 under k)."""
+    if len(codes) < k:
+        return 0.0
+    got = 0
+    for code in sorted(set(codes), key=value.__getitem__, reverse=True):
+        got += codes.count(code)
+        if got >= k:
+            return value[code]
+    return 0.0
+
+
 #: Queries with more distinct indexed tokens than this are not searched by combinations.
 MAX_COMBINATION_TOKENS = 8
 _BYTE_BITS: list[tuple[int, ...]] = []  # the set bits of each byte value, filled on first use
@@ -191,8 +375,29 @@ def bits_to_ids(bits: bytes, base: int = 0) -> list[int]:
     table = _BYTE_BITS
     if not table:
         table.extend(tuple(j for j in range(8) if b >> j & 1) for b in range(256))
-    nonzero = compress(range(len(bits)), bits.translate(_NONZERO))
+    flags = bits.translate(_NONZERO)  # 1 where a byte has a set bit
+    if flags.count(1) * SPARSE_BYTES >= len(bits):
+        nonzero: Iterable[int] = compress(range(len(bits)), flags)
+    else:
+        # Few nonzero bytes (a combination's fresh entries in a million-bit map):
+        # ``find`` skips the zeros in C instead of visiting every byte.
+        nonzero = _positions(flags)
     return [base + (i << 3) + j for i in nonzero for j in table[bits[i]]]
+
+
+#: ``bits_to_ids`` looks for nonzero bytes one ``find`` at a time under one in this many.
+SPARSE_BYTES = 32
+
+
+def _positions(flags: bytes) -> list[int]:
+    """Where ``flags`` (bytes of 0 and 1) holds a 1."""
+    out: list[int] = []
+    find = flags.find
+    at = find(1)
+    while at >= 0:
+        out.append(at)
+        at = find(1, at + 1)
+    return out
 
 
 def top_by_combinations(
@@ -248,7 +453,7 @@ def top_by_combinations(
                 acc &= have
                 if not acc:
                     break
-        fresh = acc & ~seen if acc else 0
+        fresh = acc & ~seen if acc and seen else acc
         if not fresh:
             continue
         seen |= fresh

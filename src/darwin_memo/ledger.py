@@ -39,9 +39,16 @@ from .types import EntryKind, MemoryEntry, utc_now_iso
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Protocol
 
     from .backends import Backend
+
+    class TicketSource(Protocol):
+        """Reads a store's open tickets: all, one by id, or those whose text names an
+        entry (a superset of the tickets whose provenance holds it)."""
+
+        def __call__(self, *, ticket_id: str = ..., naming: str = ...) -> Iterable[Ticket]: ...
+
 
 __all__ = [
     "DEFAULT_PROBATION",
@@ -189,8 +196,12 @@ class Ledger:
         )
         self.tick_count = 0
         self.damaged: set[str] = set()
-        self._pending: dict[str, Ticket] = {}
-        self._escrow: Counter[str] = Counter()
+        self._pending_now: dict[str, Ticket] = {}
+        self._escrow_now: Counter[str] = Counter()
+        # A store's open tickets may be read when first needed (``_set_pending``).
+        self._pending_source: TicketSource | None = None
+        self._pending_deferred: list[Ticket] = []
+        self._pending_closed: set[str] = set()
         self._history: dict[str, list[Any]] = {}
         self.event_log = (
             EventLog(event_log, event_log_max_bytes, event_log_keep)
@@ -249,17 +260,87 @@ class Ledger:
 
     # -- internals ------------------------------------------------------------
 
-    def _set_pending(self, tickets: Iterable[Ticket]) -> None:
-        self._pending = {}
-        self._escrow = Counter()
+    def _set_pending(self, tickets: Iterable[Ticket] | TicketSource) -> None:
+        """The open tickets, or a ``TicketSource`` that reads them when they are needed.
+
+        A one-shot ``decide`` only adds a ticket and a ``settle`` closes one, so a store
+        with thousands of open tickets need not parse them all for either: with a
+        source, tickets opened or closed here before the first full read are kept aside
+        and applied to what it returns (the store is the truth, so a ticket both read
+        and kept aside counts once). After each commit the store has them.
+        """
+        self._pending_now = {}
+        self._escrow_now = Counter()
+        self._pending_deferred = []
+        self._pending_closed = set()
+        if callable(tickets):
+            self._pending_source = tickets
+            return
+        self._pending_source = None
         for t in tickets:
             self._open_ticket(t)
 
+    def _pending_loaded(self) -> bool:
+        return self._pending_source is None
+
+    def _load_pending(self) -> None:
+        source = self._pending_source
+        if source is None:
+            return
+        tickets = list(source())  # may raise: then nothing changed
+        deferred, closed = self._pending_deferred, self._pending_closed
+        self._pending_source, self._pending_deferred, self._pending_closed = None, [], set()
+        for t in tickets:
+            if t.id not in closed:
+                self._open_ticket(t)
+        for t in deferred:
+            if t.id not in self._pending_now and t.id not in closed:
+                self._open_ticket(t)
+
+    def _unread_tickets(self, **where: str) -> dict[str, Ticket]:
+        """Open tickets matching ``where`` while the full set is unread (see the source)."""
+        assert self._pending_source is not None
+        found = {t.id: t for t in self._pending_source(**where)}
+        found.update((t.id, t) for t in self._pending_deferred)
+        for ticket_id in self._pending_closed:
+            found.pop(ticket_id, None)
+        return found
+
+    @property
+    def _pending(self) -> dict[str, Ticket]:
+        """Open tickets by id (read from the store on first use, see ``_set_pending``)."""
+        if self._pending_source is not None:
+            self._load_pending()
+        return self._pending_now
+
+    @property
+    def _escrow(self) -> Counter[str]:
+        """How many open tickets name each entry."""
+        if self._pending_source is not None:
+            self._load_pending()
+        return self._escrow_now
+
+    def _escrowed(self, entry_id: str) -> bool:
+        """Whether an open ticket names ``entry_id`` (reads only the tickets that might)."""
+        if self._pending_source is None:
+            return entry_id in self._escrow_now
+        tickets = self._unread_tickets(naming=entry_id)
+        return any(entry_id in t.provenance for t in tickets.values())
+
     def _open_ticket(self, ticket: Ticket) -> None:
-        self._pending[ticket.id] = ticket
-        self._escrow.update(set(ticket.provenance))
+        if self._pending_source is not None:
+            self._pending_deferred.append(ticket)
+            return
+        self._pending_now[ticket.id] = ticket
+        self._escrow_now.update(set(ticket.provenance))
 
     def _close_ticket(self, ticket_id: str) -> Ticket | None:
+        if self._pending_source is not None:  # read just this one
+            ticket = self._unread_tickets(ticket_id=ticket_id).get(ticket_id)
+            if ticket is not None:
+                self._pending_deferred = [t for t in self._pending_deferred if t.id != ticket_id]
+                self._pending_closed.add(ticket_id)
+            return ticket
         ticket = self._pending.pop(ticket_id, None)
         if ticket is not None:
             self._escrow.subtract(set(ticket.provenance))
@@ -292,6 +373,11 @@ class Ledger:
                     self.store.dirty.clear()
                     yield
                     changes.touched |= self.store.dirty
+                # Committed: tickets opened or closed before the open tickets were read
+                # are in the store now, and the store is the truth (another process may
+                # settle them next).
+                self._pending_deferred.clear()
+                self._pending_closed.clear()
             else:
                 self._begin_journal(changes)
                 yield
@@ -522,7 +608,7 @@ class Ledger:
                     self.store.set_energy(entry_id, 0.0)
                     floored.append(entry_id)
                 continue
-            if not entry.alive and (entry_id not in self._escrow or entry_id in denied):
+            if not entry.alive and (not self._escrowed(entry_id) or entry_id in denied):
                 self.store.bury(entry_id)
                 buried.append(entry_id)
                 cause = "executed" if entry_id in self.damaged else "starved"

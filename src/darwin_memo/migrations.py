@@ -84,6 +84,11 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+#: Tables every store has had since its first version. Commands read some of them only
+#: when they need them (open tickets, entry rows), so a missing one is caught at open.
+CORE_TABLES = frozenset({"meta", "entries", "tickets", "notes", "events"})
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     row = conn.execute(
         "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_migrations'"
@@ -107,6 +112,13 @@ def apply_migrations(conn: sqlite3.Connection, path: str) -> int:
             f"understands ({known}); upgrade darwin-memo to open it"
         )
     if current == known:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        missing = sorted(CORE_TABLES - tables)
+        if missing:
+            raise StoreFormatError(
+                f"{path} has no {', '.join(missing)} table: the store is damaged "
+                "(refusing to use it; restore it from a backup)"
+            )
         return known
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -130,19 +130,127 @@ def _frozen_error(name: str) -> Exception:
     return FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
+#: Every record built in this process: "module.qualname" -> (key, methods source, scope
+#: names). ``methods_module_source`` writes them out; see ``_precompiled``.
+_BUILT: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+
+#: The module holding this package's record methods as ordinary source.
+METHODS_MODULE = "darwin_memo._record_methods"
+
+
+def _precompiled() -> dict[str, Any]:
+    """The generated methods: methods source + scope names -> a factory of the functions.
+
+    Compiling the methods' text costs more than the rest of importing a record's
+    module (the parser runs on every import), while the same functions written in a
+    module come from its cached bytecode. ``darwin_memo/_record_methods.py`` holds them,
+    written by ``write_methods_module``; a record whose text is not there
+    (a new or changed declaration) is compiled as before, so a stale file costs time,
+    never correctness. ``tests/test_records.py`` fails when the file is stale.
+    """
+    global _METHODS
+    if _METHODS is None:
+        try:
+            from ._record_methods import METHODS
+        except ImportError:  # pragma: no cover - a tree without the generated file
+            METHODS = {}
+        _METHODS = METHODS
+    return _METHODS
+
+
+_METHODS: dict[str, Any] | None = None
+
+
 def _compile(cls: type, defs: list[tuple[str, str, list[str]]], scope: dict[str, Any]) -> None:
-    """Define ``(name, args, body)`` methods on ``cls`` with one ``exec`` (one compile)."""
+    """Define ``(name, args, body)`` methods on ``cls`` (generated ones, or one ``exec``)."""
     source = "\n".join(
         f"def {name}({args}):\n" + "\n".join(f"    {line}" for line in body or ["pass"])
         for name, args, body in defs
     )
-    namespace: dict[str, Any] = {}
-    exec(source, scope, namespace)
-    for name, _args, _body in defs:
-        fn = namespace[name]
+    names = tuple(sorted(scope))
+    key = f"{source}\n# scope: {' '.join(names)}"
+    _BUILT[f"{cls.__module__}.{cls.__qualname__}"] = (key, source, names)
+    factory = _precompiled().get(key)
+    if factory is not None:
+        made = factory(**scope)
+    else:
+        namespace: dict[str, Any] = {}
+        exec(source, scope, namespace)
+        made = tuple(namespace[name] for name, _args, _body in defs)
+    for (name, _args, _body), fn in zip(defs, made, strict=True):
         fn.__qualname__ = f"{cls.__qualname__}.{name}"
         fn.__module__ = cls.__module__
         setattr(cls, name, fn)
+
+
+def methods_module_source() -> str:
+    """The text of ``_record_methods.py`` for every record built in this process."""
+    out = [
+        '"""Methods of the package\'s records, written by ``records.write_methods_module``.',
+        "",
+        "Generated: do not edit. ``darwin_memo.records`` uses a factory here when a record's",
+        "methods source and scope match its key exactly (else it compiles them itself), so",
+        "importing a record reads bytecode instead of parsing text. tests/test_records.py",
+        "checks that this file is current.",
+        '"""',
+        "# ruff: noqa",
+        "# mypy: ignore-errors",
+        "# fmt: off",
+        "",
+    ]
+    table = []
+    for i, where in enumerate(sorted(w for w in _BUILT if w in RECORDS)):
+        key, source, names = _BUILT[where]
+        returned = [
+            line[4 : line.index("(")] for line in source.split("\n") if line.startswith("def ")
+        ]
+        out.append(f"def _{i}({', '.join(names)}):  # {where}")
+        out.extend(f"    {line}" if line else "" for line in source.split("\n"))
+        out.append(f"    return ({', '.join(returned)},)")
+        out.append("")
+        table.append(f"    {key!r}: _{i},")
+    out.append("")
+    out.append("METHODS = {")
+    out.extend(table)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def write_methods_module() -> str:
+    """Rewrite ``_record_methods.py`` from every record of the package; return its path.
+
+    Run after changing a record's declaration::
+
+        python -c "from darwin_memo.records import write_methods_module as w; print(w())"
+    """
+    import importlib
+    import os
+
+    for module in sorted({where.rsplit(".", 1)[0] for where in RECORDS}):
+        importlib.import_module(module)
+    target = os.path.join(os.path.dirname(__file__), "_record_methods.py")
+    with open(target, "w", encoding="utf-8") as fh:
+        fh.write(methods_module_source())
+    return target
+
+
+#: The package's records (``_record_methods.py`` holds their methods).
+RECORDS = (
+    "darwin_memo.consolidate.Merge",
+    "darwin_memo.diagnose.Finding",
+    "darwin_memo.economy.Books",
+    "darwin_memo.ledger.Changes",
+    "darwin_memo.ledger.Ticket",
+    "darwin_memo.protocol.ProtocolAnswer",
+    "darwin_memo.store.LoadProblem",
+    "darwin_memo.survival.SurvivalConfig",
+    "darwin_memo.survival.SurvivalReport",
+    "darwin_memo.types.CycleStats",
+    "darwin_memo.types.MemoryEntry",
+    "darwin_memo.types.Outcome",
+    "darwin_memo.types.Task",
+    "darwin_memo.types.Trajectory",
+)
 
 
 def _build(cls: C, frozen: bool) -> C:

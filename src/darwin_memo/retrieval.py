@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-import zlib
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 
@@ -37,6 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .ann import IvfIndex
     from .interfaces import EmbeddingFn, Retriever
 
 __all__ = [
@@ -257,6 +257,11 @@ class LexicalRetriever:
         self._tokens[entry.id] = (text, toks)
         return toks
 
+    def remember_tokens(self, entry: MemoryEntry, tokens: Iterable[str]) -> None:
+        """Cache ``entry``'s token set as a store indexed it (``tokenize`` of its text),
+        so that ``tokens`` and ``similarity`` need not tokenize it again."""
+        self._tokens[entry.id] = (entry.text, frozenset(tokens))
+
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         qtokens = list(dict.fromkeys(tokenize(query)))
         if not qtokens or not entries:
@@ -313,13 +318,15 @@ class HashingEmbedder:
         self.ngram_range = (lo, hi)
 
     def __call__(self, text: str) -> list[float]:
+        from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
+
         joined = " ".join(tokenize(text))
         vec = [0.0] * self.dims
         lo, hi = self.ngram_range
         # n-grams over characters (not bytes), so every script hashes the same way
         for n in range(lo, hi + 1):
             for i in range(len(joined) - n + 1):
-                h = zlib.crc32(joined[i : i + n].encode("utf-8"))
+                h = crc32(joined[i : i + n].encode("utf-8"))
                 vec[h % self.dims] += -1.0 if h & 0x80000000 else 1.0
         norm = math.sqrt(sum(v * v for v in vec))
         if norm > 0:
@@ -342,10 +349,17 @@ class EmbeddingRetriever:
     """Cosine similarity over cached entry vectors, with a similarity floor."""
 
     def __init__(
-        self, embed: Callable[[str], Sequence[float]], min_similarity: float = 0.30
+        self,
+        embed: Callable[[str], Sequence[float]],
+        min_similarity: float = 0.30,
+        *,
+        ann: IvfIndex | None = None,
     ) -> None:
         self.embed = embed
         self.min_similarity = min_similarity
+        #: An approximate index (``darwin_memo.ann.IvfIndex``) for large stores; None:
+        #: every search is exact.
+        self.ann = ann
         self._vectors: dict[str, list[float]] = {}
         # The dense index: one float32 row per indexed entry (numpy, imported lazily),
         # rows filled with unit vectors on first search; removed rows are zeroed.
@@ -377,6 +391,8 @@ class EmbeddingRetriever:
         self._members.pop(entry_id, None)
         if self._matrix is not None and row < self._matrix.shape[0]:
             self._matrix[row] = 0.0
+        if self.ann is not None:
+            self.ann.forget(row)
 
     def _fill(self, np: Any) -> None:
         rows = [r for r in self._unfilled if self._row_ids[r] is not None]
@@ -424,12 +440,23 @@ class EmbeddingRetriever:
         qn = float(np.linalg.norm(qv))
         if qn == 0:
             return []
-        sims = self._matrix[: len(self._row_ids)] @ (qv / qn)
+        total = len(self._row_ids)
+        unit = qv / qn
         slack = 1e-4  # float32 error margin; the exact pass below decides
-        rows = np.nonzero(sims >= self.min_similarity - slack)[0]
-        if k is not None and len(rows) > k:
-            kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
-            rows = rows[sims[rows] >= kth - slack]
+        if self.ann is not None and total >= self.ann.min_rows:
+            # Approximate: only the rows of the nearest inverted lists are scored.
+            found, sims = self.ann.scores(np, self._matrix, total, unit)
+            keep = np.nonzero(sims >= self.min_similarity - slack)[0]
+            rows, sims = found[keep], sims[keep]
+            if k is not None and len(rows) > k:
+                kth = np.partition(sims, len(rows) - k)[len(rows) - k]
+                rows = rows[sims >= kth - slack]
+        else:
+            sims = self._matrix[:total] @ unit
+            rows = np.nonzero(sims >= self.min_similarity - slack)[0]
+            if k is not None and len(rows) > k:
+                kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
+                rows = rows[sims[rows] >= kth - slack]
         out: list[tuple[int, str, float]] = []
         for row in rows.tolist():
             entry_id = self._row_ids[row]

@@ -170,6 +170,22 @@ class SqliteBackend:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
+    def _open_tickets(self, *, ticket_id: str = "", naming: str = "") -> list[Ticket]:
+        """Open tickets: all, the one with ``ticket_id``, or those whose row names
+        ``naming`` (its id as JSON writes it; the caller checks the provenance)."""
+        sql = "SELECT data FROM tickets WHERE open = 1"
+        params: tuple[str, ...] = ()
+        if ticket_id:
+            sql, params = sql + " AND id = ?", (ticket_id,)
+        elif naming:  # as this version writes it, or with non-ASCII escaped
+            sql += " AND (instr(data, ?) > 0 OR instr(data, ?) > 0)"
+            params = (_dumps(naming), json.dumps(naming))
+        try:
+            rows = self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self._raise(exc, "read the open tickets")
+        return [self._ticket(data) for (data,) in rows]
+
     def _store_class(self) -> type[SqlStore]:
         """The population class for this backend (PostgreSQL's searches vectors in SQL)."""
         from .sqlstore import SqlStore
@@ -199,10 +215,10 @@ class SqliteBackend:
             str(i) for (i,) in self.conn.execute("SELECT id FROM entries WHERE damaged = 1")
         }
         store.damaged = ledger.damaged
-        ledger._set_pending(
-            self._ticket(data)
-            for (data,) in self.conn.execute("SELECT data FROM tickets WHERE open = 1")
-        )
+        if self.kind == "sqlite":
+            ledger._set_pending(self._open_tickets)  # read when first needed
+        else:  # PostgreSQL: in this read's snapshot
+            ledger._set_pending(self._open_tickets())
         ledger._needs_snapshot = False
         self._seen = int(meta.get("version", 0))
 
@@ -220,12 +236,13 @@ class SqliteBackend:
                 ledger.damaged.add(entry_id)
             else:
                 ledger.damaged.discard(entry_id)
-        for ticket_id, is_open, data in self.conn.execute(
-            "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
-        ):
-            ledger._close_ticket(ticket_id)
-            if is_open:
-                ledger._open_ticket(self._ticket(data))
+        if ledger._pending_loaded():  # else the first read sees the store as it is then
+            for ticket_id, is_open, data in self.conn.execute(
+                "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
+            ):
+                ledger._close_ticket(ticket_id)
+                if is_open:
+                    ledger._open_ticket(self._ticket(data))
         meta = self._meta()
         ledger.tick_count = int(meta.get("tick_count", 0))
         if store.tick != ledger.tick_count:
@@ -286,7 +303,7 @@ class SqliteBackend:
             self._raise(exc, "start a write")
         try:
             self._sync(ledger)
-            self.txn_version = self._current_version() + 1
+            self.txn_version = self._seen + 1  # _sync left _seen at the store's version
             ledger._begin_journal(changes)
             yield
             if changes.events or changes.touched or changes.opened or changes.closed:
@@ -313,14 +330,16 @@ class SqliteBackend:
             "VALUES (?, 1, ?, ?, ?)",
             [(t.id, t.born_tick, _dumps(t.to_dict()), version) for t in changes.opened],
         )
-        self.conn.executemany(
-            "UPDATE tickets SET open = 0, version = ? WHERE id = ?",
-            [(version, ticket_id) for ticket_id in changes.closed],
-        )
-        self.conn.executemany(
-            "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
-            [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
-        )
+        if changes.closed:
+            self.conn.executemany(
+                "UPDATE tickets SET open = 0, version = ? WHERE id = ?",
+                [(version, ticket_id) for ticket_id in changes.closed],
+            )
+        if changes.notes:
+            self.conn.executemany(
+                "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
+                [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
+            )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
             [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],

@@ -28,11 +28,11 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
 from ..errors import StoreFormatError
-from ..index import bits_to_ids, top_by_combinations, top_candidates
+from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
@@ -63,11 +63,22 @@ ListChanges = dict[str, dict[int, bool]]
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
+_BIT_OF_LOW = bytes(1 << (b & 7) for b in range(256))  # a rowid's bit in its byte, by low byte
+_ID_SIZE = array("I").itemsize
+_LOW_BYTE = _ID_SIZE - 1 if _BIG_ENDIAN else 0  # where an array("I") item keeps its low byte
+_NONZERO = bytes([0] + [1] * 255)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 #: Entries a long-lived handle keeps cached between operations (see ``trim_cache``).
 CACHE_LIMIT = 20_000
 #: About how much memory of postings lists a handle keeps between searches.
 LISTS_CACHE_BYTES = 64 << 20
+
+
+def _fresh() -> list[Any]:
+    """What ``flags`` derives from a list of keys, filled on first use: [the keys, the
+    blocks they fall in (None: all), a getter of their bytes in a bitmap, their bits
+    as an int]."""
+    return [None, None, None, 0]
 
 
 def _dumps(value: Any) -> str:
@@ -255,6 +266,16 @@ def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
     return ids
 
 
+def new_stamp(conn: sqlite3.Connection) -> None:
+    """Write a fresh ``index_stamp``: long-lived handles drop the lists and token counts
+    they hold in memory. Random, not a counter: a rolled-back change must not leave a
+    number another writer could reach with different postings."""
+    conn.execute(
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
+        (int.from_bytes(os.urandom(7), "little"),),
+    )
+
+
 def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     """Bring the packs and blocks of the changed tokens in step with ``postings``.
 
@@ -264,13 +285,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     """
     if not changes:
         return
-    # A fresh random stamp (not a counter: a rolled-back change must not leave a
-    # number another writer could reach with different postings) tells long-lived
-    # handles that lists they hold in memory may be stale.
-    conn.execute(
-        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
-        (int.from_bytes(os.urandom(7), "little"),),
-    )
+    new_stamp(conn)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         for token, token_id, df, dense in conn.execute(
@@ -328,7 +343,7 @@ def block_bits(
     return b"".join(parts)
 
 
-def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Collection[int]:
+def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[int]:
     """A token's rowids, sorted, from its pack or its blocks."""
     if not dense:
         row = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchone()
@@ -515,6 +530,7 @@ def write_entries_bulk(
     if isinstance(conn, sqlite3.Connection):
         for i, t in enumerate(ordered, 1):
             write_token(conn, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
+        new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
     _bump(conn, "alive", alive_count)
     return rowid
@@ -572,9 +588,12 @@ class SqlStore(MemoryStore):
         # Lists read for retrieval, kept across searches while ``index_stamp`` holds:
         # token -> (bitmap, blocks read) for common tokens, token -> set for packs.
         self._lists_stamp: int | None = None
-        self._bitmaps: dict[str, tuple[bytes, set[int]]] = {}
+        self._bitmaps: dict[str, tuple[bytes, set[int] | None]] = {}
         self._sets: dict[str, set[int]] = {}
         self._ints: dict[str, int] = {}
+        # token -> its pack (sorted rowids) and what ``flags`` derived from it
+        self._packs: dict[str, tuple[array[int], list[Any]]] = {}
+        self._token_stats: dict[str, tuple[int, int, bool] | None] = {}
         self._lists_bytes = 0
         self._deferred: ListChanges | None = None
         #: While ``merge_many`` runs, the entries buried so far (written together after).
@@ -1217,19 +1236,9 @@ class SqlStore(MemoryStore):
         qtokens = list(dict.fromkeys(tokenize(query)))
         if not qtokens:
             return []
-        stats: dict[str, tuple[int, int]] = {}
-        dense: dict[str, int] = {}  # tokens with bitmaps: token -> id
         packed = isinstance(self.conn, sqlite3.Connection)  # PostgreSQL: postings only
-        columns = "token, id, df, dense" if packed else "token, id, df, 0"
-        for part in _chunks(qtokens):
-            marks = ",".join("?" * len(part))
-            for token, token_id, count, has_bits in self.conn.execute(
-                f"SELECT {columns} FROM tokens WHERE token IN ({marks})", part
-            ):
-                stats[token] = (int(token_id), int(count))
-                if has_bits:
-                    dense[token] = int(token_id)
-        bitmaps, sets, ints = self._bitmaps, self._sets, self._ints
+        bitmaps, sets, ints, packs = self._bitmaps, self._sets, self._ints, self._packs
+        known = self._token_stats
         if self._deferred:
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
@@ -1242,23 +1251,76 @@ class SqlStore(MemoryStore):
                 bitmaps.clear()
                 sets.clear()
                 ints.clear()
+                packs.clear()
+                known.clear()
                 self._lists_bytes = 0
                 self._lists_stamp = stamp
         else:
-            bitmaps, sets, ints = {}, {}, {}
+            bitmaps, sets, ints, packs, known = {}, {}, {}, {}, {}
+        # Each token's (id, df, has bits), or None when no entry holds it: kept with the
+        # lists, since every change of a token's df or form writes a new stamp.
+        missing = [t for t in qtokens if t not in known]
+        columns = "token, id, df, dense" if packed else "token, id, df, 0"
+        for part in _chunks(missing):
+            marks = ",".join("?" * len(part))
+            known.update(dict.fromkeys(part))
+            for token, token_id, count, has_bits in self.conn.execute(
+                f"SELECT {columns} FROM tokens WHERE token IN ({marks})", part
+            ):
+                known[token] = (int(token_id), int(count), bool(has_bits))
+                self._lists_bytes += 200
+        stats: dict[str, tuple[int, int]] = {}
+        dense: dict[str, int] = {}  # tokens with bitmaps: token -> id
+        for token in qtokens:
+            got = known[token]
+            if got is not None:
+                stats[token] = (got[0], got[1])
+                if got[2]:
+                    dense[token] = got[0]
 
         def df(t: str) -> int:
             return stats.get(t, (0, 0))[1]
 
-        def postings(t: str) -> Collection[int]:
+        def postings(t: str) -> Sequence[int]:
             if t not in stats:
                 return []
             if packed:
-                return token_ids(self.conn, stats[t][0], t in dense)
+                if t in dense:
+                    return token_ids(self.conn, stats[t][0], True)
+                return pack(t)[0]
             rows = self.conn.execute(
                 "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
             )
             return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
+
+        def covering(t: str, want: set[int] | None) -> bytes:
+            """``t``'s bitmap with (at least) the blocks ``want`` read (None: every
+            block), zeros elsewhere; blocks read before are kept, so only the missing
+            ones are read. A bitmap read whole may end before the last rowids."""
+            bits, have = bitmaps.get(t, (b"", set()))
+            if have is None:
+                return bits  # read whole
+            if want is None:
+                fresh = block_bits(self.conn, stats[t][0])
+                bitmaps[t] = (fresh, None)
+                self._lists_bytes += len(fresh) - len(bits)
+                return fresh
+            missing = want - have
+            if not missing:
+                return bits
+            fresh = block_bits(self.conn, stats[t][0], missing)
+            if have:
+                span = 1 << (BLOCK_SHIFT - 3)
+                buf = bytearray(bits)
+                if len(fresh) > len(buf):
+                    buf.extend(bytes(len(fresh) - len(buf)))
+                for block in missing:
+                    at = block * span
+                    buf[at : at + span] = fresh[at : at + span]
+                fresh = bytes(buf)
+            bitmaps[t] = (fresh, have | missing)
+            self._lists_bytes += len(fresh) - len(bits)
+            return fresh
 
         def contains(t: str, keys: Collection[int]) -> list[int]:
             if t not in stats or not keys:
@@ -1267,18 +1329,15 @@ class SqlStore(MemoryStore):
             if t in dense:
                 # A byte lookup per key in the token's bitmap, reading only the
                 # blocks the keys fall in.
-                bits, have = bitmaps.get(t, (b"", set()))
-                want = {r >> BLOCK_SHIFT for r in keys}
-                if not want <= have:
-                    have = have | want
-                    bits = block_bits(self.conn, token_id, have)
-                    bitmaps[t] = (bits, have)
-                    self._lists_bytes += len(bits)
+                bits = covering(t, {r >> BLOCK_SHIFT for r in keys})
+                reach = (max(keys) >> 3) + 1
+                if len(bits) < reach:  # a whole map ends at its last set bit
+                    bits += bytes(reach - len(bits))
                 return [r for r in keys if bits[r >> 3] >> (r & 7) & 1]
             if packed:
                 held = sets.get(t)
                 if held is None:
-                    held = sets[t] = set(token_ids(self.conn, token_id, False))
+                    held = sets[t] = set(pack(t)[0])
                     self._lists_bytes += 64 * len(held)
                 return [r for r in keys if r in held]
             # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
@@ -1295,11 +1354,74 @@ class SqlStore(MemoryStore):
                 ]
             return out
 
+        def pack(t: str) -> tuple[array[int], list[Any]]:
+            """A rare token's sorted rowids (kept across searches), with what ``flags``
+            derived from them when they were tested as one list."""
+            got = packs.get(t)
+            if got is None:
+                ids = token_ids(self.conn, stats[t][0], False)
+                got = packs[t] = (ids if isinstance(ids, array) else array("I", ids), _fresh())
+                self._lists_bytes += 4 * len(got[0])
+            return got
+
+        # What ``flags`` derived from the keys it was last given (see ``_fresh``).
+        last: list[Any] = _fresh()
+
+        def flags(t: str, keys: Sequence[int]) -> bytes:
+            """One byte per key of ``keys`` (ascending): 1 if it holds ``t``, else 0."""
+            nonlocal last
+            size = len(keys)
+            if t not in stats or not size:
+                return bytes(size)
+            if last[0] is not keys:
+                last = _fresh()
+                for prepared in (packs.get(tok) for tok in stats):
+                    if prepared is not None and prepared[0] is keys:  # a whole pack
+                        last = prepared[1]
+                        break
+                last[0] = keys
+            if t in dense:
+                # The byte of each key in the token's bitmap (read only for the blocks
+                # the keys fall in), ANDed with the key's bit as two big integers.
+                if last[2] is None:
+                    # A few keys read the blocks they fall in; more read the whole map
+                    # (16 blocks at a million rowids, and many keys touch them all).
+                    last[1] = {r >> BLOCK_SHIFT for r in keys} if size <= 64 else None
+                    offsets = [r >> 3 for r in keys]
+                    offsets.append(0)  # so that itemgetter always returns a tuple
+                    last[2] = itemgetter(*offsets)
+                    # Each key's bit in its byte, from the keys' low bytes (C slices).
+                    low = array("I", keys).tobytes()[_LOW_BYTE::_ID_SIZE]
+                    last[3] = int.from_bytes(low.translate(_BIT_OF_LOW), "little")
+                    self._lists_bytes += 40 * size
+                bits = covering(t, last[1])
+                try:
+                    picked = bytes(last[2](bits)[:size])
+                except IndexError:  # a whole map ends at its last set bit: pad it
+                    bits += bytes((max(keys) >> 3) + 1 - len(bits))
+                    bitmaps[t] = (bits, bitmaps[t][1])
+                    picked = bytes(last[2](bits)[:size])
+                both: int = int.from_bytes(picked, "little") & last[3]
+                return both.to_bytes(size, "little").translate(_NONZERO)
+            held = sets.get(t)
+            if held is None:
+                ids = pack(t)[0]
+                if size * 8 < len(ids):
+                    # A few keys against a long list: binary searches, no set built.
+                    hits = {
+                        r for r in keys if (at := bisect_left(ids, r)) < len(ids) and ids[at] == r
+                    }
+                    return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
+                held = sets[t] = set(ids)
+                self._lists_bytes += 64 * len(held)
+            hits = held.intersection(keys)  # in C; rare tokens seldom meet
+            return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
+
         def whole(t: str) -> int:
             """A common token's postings as one integer (bit r: rowid r holds it)."""
             value = ints.get(t)
             if value is None:
-                bits = block_bits(self.conn, stats[t][0])
+                bits = covering(t, None)
                 value = ints[t] = int.from_bytes(bits, "little")
                 self._lists_bytes += len(bits)
             return value
@@ -1309,6 +1431,10 @@ class SqlStore(MemoryStore):
             # Only common words: walk the combinations of tokens with bitmap ANDs.
             found = top_by_combinations(
                 qtokens, len(self), df, whole, self.retriever.min_coverage, k
+            )
+        if found is None and packed:
+            found = top_by_codes(
+                qtokens, len(self), df, postings, flags, self.retriever.min_coverage, k
             )
         if found is None:
             found = top_candidates(
@@ -1356,13 +1482,18 @@ class SqlStore(MemoryStore):
         rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))
-            rows += self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part))
+            rows += self.conn.execute(
+                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",
+                tuple(part),
+            ).fetchall()
         rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it
         out = []
         for row in rows:
             entry = self._population.get(row[1])
             if entry is None:
-                entry = self._population[row[1]] = self._materialize(row)
+                entry = self._population[row[1]] = self._materialize(row[:-1])
+                # The indexed tokens: what the consult's similarity would tokenize again.
+                self.retriever.remember_tokens(entry, str(row[-1]).split())
             out.append((entry, scores[int(row[0])]))
         return out
 

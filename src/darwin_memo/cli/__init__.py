@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["CliError", "build_parser", "main"]
+__all__ = ["CliError", "build_parser", "main", "run"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["ledger"]:
         from .ledger_cmd import main_ledger
 
-        return main_ledger(args_list[1:])
+        try:
+            return main_ledger(args_list[1:])
+        except BrokenPipeError:  # the reader closed stdout: nobody is left to tell
+            _quiet_stdout()
+            return 1
     parser = build_parser()
     args = parser.parse_args(args_list)
     try:
@@ -66,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 1
     except Exception as exc:  # a bug: one line, not a traceback, unless debugging
         if os.environ.get("DARWIN_MEMO_DEBUG"):
@@ -76,3 +81,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit cannot raise again."""
+    if sys.stdout is None:  # started with stdout closed: nothing to quiet
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (a test's StringIO): nothing to quiet
+        pass
+
+
+def run() -> None:
+    """The ``darwin-memo`` command (and ``python -m darwin_memo``): ``main`` as a process.
+
+    A ``ledger`` operation is a short process (agents and the OpenClaw plugin run one on
+    every recall), so it skips two costs of a long-lived interpreter: the cyclic garbage
+    collector (which walks every imported module while the command imports them, and
+    nothing it would free outlives the command) and the interpreter's teardown. By the
+    time ``main`` returns, the store is closed and every write committed; the output is
+    flushed here and the process ends at once with ``main``'s exit code.
+    """
+    argv = sys.argv[1:]
+    if argv[:1] != ["ledger"]:
+        raise SystemExit(main(argv))
+    import gc
+
+    gc.disable()
+    code = main(argv)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: started with that descriptor closed
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the reader went away
+            code = code or 1
+    os._exit(code)

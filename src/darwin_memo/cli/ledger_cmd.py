@@ -238,6 +238,8 @@ def _emit(obj: dict[str, Any]) -> None:
     # message (argparse's "unrecognized arguments: ...") it would make stdout invalid
     # UTF-8 for the JSON parser on the other end. Show such bytes as escapes instead.
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if sys.stdout is None:  # started with stdout closed: as if the reader went away
+        raise BrokenPipeError("stdout is closed")
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
