@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 
-from .records import field, record
+from .records import record
 from .types import EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
@@ -128,7 +128,6 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-@record(frozen=True)
 class MergeCandidates:
     """The candidates of one consolidation, in the greedy order (energy, highest first).
 
@@ -136,20 +135,45 @@ class MergeCandidates:
     ``entries(indices)`` gives the entries at those positions, read only for the
     members of a group. A database store builds this from its rows without
     materializing every entry (``SqlStore.merge_candidates``).
+
+    With a store that remembers settled entries (see ``SETTLED``): ``settled`` says
+    whether each candidate is settled, ``others`` holds the token sets of the living
+    entries that are not candidates (excluded, pinned, on probation, juvenile) and
+    ``others_settled`` whether each of those is, and ``settle(indices)`` marks
+    candidates settled. ``settled`` and ``settle`` are None otherwise.
+    (A plain class, not a record: the one-shot ledger path imports this module.)
     """
 
-    ids: list[str]
-    tokens: list[frozenset[str]]
-    sources: list[tuple[str, ...]]
-    entries: Callable[[list[int]], list[MemoryEntry]]
-    #: With a store that remembers settled entries (see ``SETTLED``): whether each
-    #: candidate is settled, the token sets of the living entries that are not
-    #: candidates (excluded, pinned, on probation, juvenile) and whether each of
-    #: those is settled, and how to mark candidates settled. None otherwise.
-    settled: list[bool] | None = None
-    others: list[frozenset[str]] = field(default_factory=list)
-    others_settled: list[bool] = field(default_factory=list)
-    settle: Callable[[list[int]], None] | None = None
+    __slots__ = (
+        "entries",
+        "ids",
+        "others",
+        "others_settled",
+        "settle",
+        "settled",
+        "sources",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        ids: list[str],
+        tokens: list[frozenset[str]],
+        sources: list[tuple[str, ...]],
+        entries: Callable[[list[int]], list[MemoryEntry]],
+        settled: list[bool] | None = None,
+        others: list[frozenset[str]] | None = None,
+        others_settled: list[bool] | None = None,
+        settle: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        self.ids = ids
+        self.tokens = tokens
+        self.sources = sources
+        self.entries = entries
+        self.settled = settled
+        self.others = others if others is not None else []
+        self.others_settled = others_settled if others_settled is not None else []
+        self.settle = settle
 
 
 def _read_candidates(
