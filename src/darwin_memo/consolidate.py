@@ -25,6 +25,11 @@ from .types import EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Hashable, Mapping, Sequence
+    from typing import TypeVar
+
+    K = TypeVar("K", bound=Hashable)
+
     from .retrieval import LexicalRetriever
     from .store import MemoryStore
 
@@ -383,9 +388,6 @@ def _pairs_touching(
         index[t] = (sizes, blocks)
     del staged
     indexed = frozenset(index)
-    ratio = threshold / (1.0 + threshold)
-    shrink, grow = 1 - 1e-9, 1 + 1e-9
-    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
     for y, ts in enumerate(tokens):
         if not ts or ts.isdisjoint(indexed):
             continue
@@ -397,36 +399,7 @@ def _pairs_touching(
         ]
         if not mine:
             continue
-        lo, hi = threshold * sa * shrink, sa / threshold * grow
-        once: set[int] = set()
-        twice: set[int] = set()
-        sure: set[int] = set()
-        final = mine[-1][0]
-        for pos_a, tok in mine:
-            room = sa - pos_a + 1
-            top = min(hi, room / ratio * grow - sa)
-            if top < lo:
-                continue
-            sizes, blocks = index[tok]
-            for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
-                sb = sizes[b]
-                alpha = ratio * (sa + sb) * shrink
-                if room < alpha:
-                    continue
-                positions, members = blocks[b]
-                if alpha <= 1.0:
-                    if room - 1 >= alpha:
-                        cut = bisect_right(positions, sb - alpha)
-                        if cut:
-                            sure.update(members[:cut])
-                    continue
-                cut = bisect_right(positions, sb - alpha + 1)
-                if cut:
-                    met = members[:cut]
-                    twice.update(once.intersection(met))
-                    if pos_a != final:
-                        once.update(met)
-        found = twice | sure if sure else twice
+        found = _prefix_meets(index, mine, sa, threshold)
         found.discard(y)
         if not found:
             continue
@@ -438,6 +411,57 @@ def _pairs_touching(
                 near.setdefault(x, set()).add(y)
                 near.setdefault(y, set()).add(x)
     return near
+
+
+def _prefix_meets(
+    index: Mapping[K, tuple[list[int], list[tuple[list[int], list[int]]]]],
+    mine: Sequence[tuple[int, K]],
+    sa: int,
+    threshold: float,
+) -> set[int]:
+    """The sets a set of ``sa`` tokens may reach ``threshold`` with (``_jaccard_partners``).
+
+    ``mine``: its extended prefix as ``(position, token)``; ``index``: each token's
+    ``(sizes, blocks)``, a block being the ``(positions, members)`` of the indexed sets
+    of one size holding the token, by position. Returns the members two of these
+    tokens meet within the positional bound, and those one shared token could pair
+    (met on the first token alone). Every bound is rounded towards keeping a pair.
+    """
+    ratio = threshold / (1.0 + threshold)
+    shrink, grow = 1 - 1e-9, 1 + 1e-9
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
+    lo, hi = threshold * sa * shrink, sa / threshold * grow
+    once: set[int] = set()  # met through one token of a
+    twice: set[int] = set()  # met through two
+    sure: set[int] = set()  # pairs one shared token can make, met on the first
+    final = mine[-1][0] if mine else -1  # nobody first met here can be met again
+    for pos_a, tok in mine:
+        room = sa - pos_a + 1  # the tokens of a from here on, plus one
+        # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
+        top = min(hi, room / ratio * grow - sa)
+        if top < lo:
+            continue
+        sizes, blocks = index[tok]
+        for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
+            sb = sizes[b]
+            alpha = ratio * (sa + sb) * shrink
+            if room < alpha:
+                continue
+            positions, members = blocks[b]
+            if alpha <= 1.0:  # one shared token may do: the first token's bound
+                if room - 1 >= alpha:
+                    cut = bisect_right(positions, sb - alpha)
+                    if cut:
+                        sure.update(members[:cut])
+                continue
+            # b's own room, sb - pos_b, plus one must reach alpha too
+            cut = bisect_right(positions, sb - alpha + 1)
+            if cut:
+                met = members[:cut]
+                twice.update(once.intersection(met))
+                if pos_a != final:
+                    once.update(met)
+    return twice | sure if sure else twice
 
 
 def _jaccard_partners(
@@ -515,45 +539,10 @@ def _jaccard_partners(
             blocks.append(([k // n for k in keys], [k % n for k in keys]))
         index[t] = (sizes, blocks)
     del staged
-    ratio = threshold / (1.0 + threshold)
-    shrink, grow = 1 - 1e-9, 1 + 1e-9
-    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
 
     def partners(i: int, skip: set[int]) -> list[int]:
         sa = set_size[i]
-        lo, hi = threshold * sa * shrink, sa / threshold * grow
-        once: set[int] = set()  # met through one token of a
-        twice: set[int] = set()  # met through two
-        sure: set[int] = set()  # pairs one shared token can make, met on the first
-        mine = probes[i]
-        final = mine[-1][0] if mine else -1  # nobody first met here can be met again
-        for pos_a, tok in mine:
-            room = sa - pos_a + 1  # the tokens of a from here on, plus one
-            # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
-            top = min(hi, room / ratio * grow - sa)
-            if top < lo:
-                continue
-            sizes, blocks = index[tok]
-            for b in range(bisect_left(sizes, lo), bisect_right(sizes, top)):
-                sb = sizes[b]
-                alpha = ratio * (sa + sb) * shrink
-                if room < alpha:
-                    continue
-                positions, members = blocks[b]
-                if alpha <= 1.0:  # one shared token may do: the first token's bound
-                    if room - 1 >= alpha:
-                        cut = bisect_right(positions, sb - alpha)
-                        if cut:
-                            sure.update(members[:cut])
-                    continue
-                # b's own room, sb - pos_b, plus one must reach alpha too
-                cut = bisect_right(positions, sb - alpha + 1)
-                if cut:
-                    met = members[:cut]
-                    twice.update(once.intersection(met))
-                    if pos_a != final:
-                        once.update(met)
-        found = twice | sure if sure else twice
+        found = _prefix_meets(index, probes[i], sa, threshold)
         found -= skip
         found.discard(i)
         if not found:
