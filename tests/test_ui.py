@@ -52,6 +52,7 @@ from ui_support import (
     cli,
     fetch,
     get_json,
+    interruptible,
     running,
 )
 
@@ -727,6 +728,7 @@ def test_cli_serves_until_interrupted(scenario: Scenario, tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=interruptible,
     )
     try:
         assert proc.stdout is not None

@@ -100,6 +100,15 @@ class ServerProcess:
     proc: subprocess.Popen[str]
 
 
+def interruptible() -> None:
+    """In a child the test will stop with SIGINT: take SIGINT's default action back.
+
+    A test run started in the background by a shell without job control inherits
+    SIGINT ignored, and so would the child, which Python then never interrupts.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def running(
     path: Path, *, in_process: bool = False, **kwargs: Any
@@ -128,6 +137,7 @@ def running(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=interruptible,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
