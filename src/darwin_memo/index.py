@@ -171,7 +171,14 @@ def top_candidates(
 
     if partial:
         exact.update(exact_scores(list(partial), bar))
-    out = [(key, s) for key, s in exact.items() if s > 0 and s / mass >= min_coverage]
+    return _ranked(exact, mass, min_coverage, k)
+
+
+def _ranked(
+    scores: dict[K, float], mass: float, min_coverage: float, k: int | None
+) -> list[tuple[K, float]]:
+    """Scores that clear the floor, best first (stable), the top ``k`` and its ties."""
+    out = [(key, s) for key, s in scores.items() if s > 0 and s / mass >= min_coverage]
     out.sort(key=lambda pair: pair[1], reverse=True)
     if k is not None and len(out) > k:
         kth_score = out[k - 1][1]
@@ -320,12 +327,7 @@ def top_by_codes(
         if found and min(found.values()) + eps < bar:
             found = {key: s for key, s in found.items() if s + eps >= bar}
 
-    out = [(key, s) for key, s in found.items() if s > 0 and s / mass >= min_coverage]
-    out.sort(key=lambda pair: pair[1], reverse=True)
-    if k is not None and len(out) > k:
-        kth_score = out[k - 1][1]
-        out = [pair for pair in out if pair[1] >= kth_score]
-    return out
+    return _ranked(found, mass, min_coverage, k)
 
 
 class _Sums:
