@@ -44,14 +44,26 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.integers(0, 10_000), st.integers(2, 90), st.floats(0.2, 1.0))
-def test_jaccard_partners_equal_the_pairwise_scan(seed: int, size: int, threshold: float) -> None:
-    """Every partner the filters keep, and none they drop, for any set of skips."""
+@given(st.integers(0, 10_000), st.integers(2, 90), st.floats(0.2, 1.0), st.sampled_from([1, 3, 64]))
+def test_jaccard_partners_equal_the_pairwise_scan(
+    seed: int, size: int, threshold: float, common: int
+) -> None:
+    """Every partner the filters keep, and none they drop, for any set of skips.
+
+    ``common``: how many sets must hold a token for it to count as a bit (1: every
+    token, 3: the templated words, 64: none in sets this small).
+    """
     from darwin_memo.consolidate import _jaccard_partners
 
+    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
-    partners = _jaccard_partners(sets, threshold)
+    kept = module.COMMON_TOKEN_SETS
+    module.COMMON_TOKEN_SETS = common
+    try:
+        partners = _jaccard_partners(sets, threshold)
+    finally:
+        module.COMMON_TOKEN_SETS = kept
     for i in range(size):
         skip = {j for j in range(size) if rnd.random() < 0.2}
         want = [

@@ -17,6 +17,7 @@ import contextlib
 import gc
 import itertools
 import math
+import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 
@@ -489,10 +490,12 @@ def _jaccard_partners(
     df = Counter(itertools.chain.from_iterable(tokens))
     names = sorted(df, key=lambda t: (df[t], t))
     rank = {t: r for r, t in enumerate(names)}
+    counts = [df[t] for t in names]
     del names
     ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
     del rank
-    sets = [frozenset(seq) for seq in ordered]
+    overlaps = _overlaps(ordered, counts)
+    del counts
     set_size = [len(seq) for seq in ordered]
 
     def indexed_len(size: int) -> int:
@@ -540,6 +543,8 @@ def _jaccard_partners(
         index[t] = (sizes, blocks)
     del staged
 
+    needs = _NeededOverlaps(max(set_size, default=0), threshold)
+
     def partners(i: int, skip: set[int]) -> list[int]:
         sa = set_size[i]
         found = _prefix_meets(index, probes[i], sa, threshold)
@@ -548,15 +553,82 @@ def _jaccard_partners(
         if not found:
             return []
         cands = sorted(found)
-        overlaps = map(len, map(sets[i].intersection, [sets[j] for j in cands]))
-        # Exact Jaccard, as the pairwise scan computes it (same float expression).
-        return [
-            j
-            for j, inter in zip(cands, overlaps, strict=True)
-            if inter / (sa + set_size[j] - inter) >= threshold
-        ]
+        # Exact overlaps against the least overlap each size needs, every step a C loop.
+        needed = map(needs[sa].__getitem__, map(set_size.__getitem__, cands))
+        return list(itertools.compress(cands, map(operator.ge, overlaps(i, cands), needed)))
 
     return partners
+
+
+#: Tokens held by at least this many sets count overlaps as bits (see ``_overlaps``).
+COMMON_TOKEN_SETS = 64
+
+
+def _overlaps(
+    ordered: list[list[int]], counts: list[int]
+) -> Callable[[int, list[int]], Iterator[int]]:
+    """``overlaps(i, js)``: how many tokens set ``i`` shares with each set of ``js``.
+
+    ``ordered`` holds each set's tokens as ranks, ascending; ``counts[r]`` is how many
+    sets hold rank ``r`` (ascending too: rarest first). A token held by many sets
+    is a bit of one small integer per set (the most common token is bit 0), so its
+    share of an overlap is the popcount of an AND; a rarer one is counted through
+    its list of holders, which is short. Both are C loops: comparing a pair costs
+    a few dozen nanoseconds instead of intersecting two hash sets far apart in
+    memory.
+    """
+    common = bisect.bisect_left(counts, COMMON_TOKEN_SETS)  # ranks from here are bits
+    top = len(counts) - 1
+    bits: list[int] = []
+    rare: list[list[int]] = []
+    holders: dict[int, list[int]] = {}
+    for j, seq in enumerate(ordered):
+        cut = bisect.bisect_left(seq, common)
+        mine = seq[:cut]
+        rare.append(mine)
+        for r in mine:
+            held = holders.get(r)
+            if held is None:
+                holders[r] = [j]
+            else:
+                held.append(j)
+        bits.append(sum(1 << (top - r) for r in seq[cut:]))
+    zeros = itertools.repeat(0)
+
+    def overlaps(i: int, js: list[int]) -> Iterator[int]:
+        mine = rare[i]
+        shared = Counter(itertools.chain.from_iterable(map(holders.__getitem__, mine)))
+        ones = map(int.bit_count, map(bits[i].__and__, map(bits.__getitem__, js)))
+        return map(operator.add, map(shared.get, js, zeros), ones) if mine else ones
+
+    return overlaps
+
+
+class _NeededOverlaps(dict[int, list[int]]):
+    """``needs[a][b]``: the least overlap two sets of ``a`` and ``b`` tokens reach the
+    threshold with, as the pairwise scan's own float expression decides (it grows with
+    the overlap, so the least one that passes is exact); more than ``min(a, b)`` when
+    none does. A row is made the first time a set of ``a`` tokens asks.
+    """
+
+    def __init__(self, largest: int, threshold: float) -> None:
+        super().__init__()
+        self.largest = largest
+        self.threshold = threshold
+
+    def __missing__(self, sa: int) -> list[int]:
+        t = self.threshold
+        row = []
+        for sb in range(self.largest + 1):
+            total = sa + sb
+            need = max(1, math.ceil(t * total / (1.0 + t)) - 1)
+            while need > 1 and (need - 1) / (total - need + 1) >= t:
+                need -= 1
+            while need <= min(sa, sb) and need / (total - need) < t:
+                need += 1
+            row.append(need)
+        self[sa] = row
+        return row
 
 
 def _weighted_partners(
