@@ -76,6 +76,41 @@ def test_jaccard_partners_equal_the_pairwise_scan(
         assert got == want
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 160), st.floats(0.2, 1.0), st.sampled_from([3, 64]))
+def test_jaccard_partners_with_a_growing_skip(
+    seed: int, size: int, threshold: float, common: int
+) -> None:
+    """The greedy pass's own skips (each call's a superset of the last), which the
+    lists drop as they go: still every partner and nothing else, call after call."""
+    from darwin_memo.consolidate import _jaccard_partners
+
+    module = sys.modules["darwin_memo.consolidate"]
+    rnd = random.Random(seed)
+    sets = _templated_sets(rnd, size)
+    kept = module.COMMON_TOKEN_SETS
+    module.COMMON_TOKEN_SETS = common
+    try:
+        partners = _jaccard_partners(sets, threshold, growing=True)
+    finally:
+        module.COMMON_TOKEN_SETS = kept
+    skip: set[int] = set()
+    for i in range(size):
+        if i in skip:
+            continue
+        skip.add(i)
+        want = [
+            j
+            for j in range(size)
+            if j not in skip and sets[i] and sets[j] and _jaccard(sets[i], sets[j]) >= threshold
+        ]
+        got = partners(i, skip)
+        assert got == want
+        skip.update(got)
+        # and now and then an entry the pass set aside for another reason
+        skip.update(j for j in range(size) if rnd.random() < 0.05)
+
+
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 90), st.floats(0.05, 1.0))
 def test_pairs_touching_equal_the_pairwise_scan(seed: int, size: int, threshold: float) -> None:

@@ -233,7 +233,7 @@ def _gather(
     if weighted:
         partners = _weighted_partners(tokens, threshold)
     else:
-        partners = _jaccard_partners(tokens, threshold)
+        partners = _jaccard_partners(tokens, threshold, growing=True)
     consumed: set[int] = set()
     # Without a source policy, an earlier anchor left standing is no partner of a later
     # one: similarity is symmetric, so it would have taken the later one into its
@@ -327,7 +327,7 @@ def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]
             processed.update(partners)
             groups.append([i, *partners])
     else:
-        partners_of = _jaccard_partners(tokens, threshold)
+        partners_of = _jaccard_partners(tokens, threshold, growing=True)
         skip: set[int] = set()
         for i in range(n):
             if i in skip:
@@ -436,6 +436,26 @@ def _prefix_meets(
     twice: set[int] = set()  # met through two
     sure: set[int] = set()  # pairs one shared token can make, met on the first
     final = mine[-1][0] if mine else -1  # nobody first met here can be met again
+    if ratio * (sa + math.ceil(lo)) * shrink > 1.0:
+        # Every pair needs two shared tokens: the loop below without its rare cases, each
+        # size's positional bound worked out once.
+        bound = [0.0] * (int(hi) + 1)
+        for sb in range(math.ceil(lo), int(hi) + 1):
+            bound[sb] = sb - ratio * (sa + sb) * shrink + 1
+        for pos_a, tok in mine:
+            top = min(hi, (sa - pos_a + 1) / ratio * grow - sa)
+            if top < lo:
+                break  # the room only shrinks from here on
+            sizes, blocks = index[tok]
+            first, last = bisect_left(sizes, lo), bisect_right(sizes, top)
+            for sb, (positions, members) in zip(sizes[first:last], blocks[first:last], strict=True):
+                cut = bisect_right(positions, bound[sb])
+                if cut:
+                    met = members if cut == len(members) else members[:cut]
+                    twice.update(once.intersection(met))
+                    if pos_a != final:
+                        once.update(met)
+        return twice
     for pos_a, tok in mine:
         room = sa - pos_a + 1  # the tokens of a from here on, plus one
         # alpha = ratio (sa + sb) must not exceed room: a bound on sb too
@@ -466,9 +486,14 @@ def _prefix_meets(
 
 
 def _jaccard_partners(
-    tokens: list[frozenset[str]], threshold: float
+    tokens: list[frozenset[str]], threshold: float, growing: bool = False
 ) -> Callable[[int, set[int]], list[int]]:
     """``partners(i, skip)``: each j not in ``skip`` (ascending) with Jaccard >= threshold.
+
+    ``growing``: the caller's ``skip`` only ever gains entries from one call to the
+    next (the greedy pass: anchors done and members taken). Then its entries are
+    taken out of the lists now and then (whenever a sixteenth of the rest has joined
+    it), so that later searches do not meet them again and again.
 
     A set-similarity join (prefix, size and positional filters, as in AllPairs and
     PPJoin, with the two-token prefix of AdaptJoin). Tokens are put in one global
@@ -544,8 +569,42 @@ def _jaccard_partners(
     del staged
 
     needs = _NeededOverlaps(max(set_size, default=0), threshold)
+    # With a growing skip: entries of skip not yet taken out of the lists, and how many
+    # each list holds (by token and size), to compact a list once a quarter is gone.
+    seen: set[int] = set()
+    alive = bytearray(b"\x01") * n
+    dead: Counter[tuple[int, int]] = Counter()
+
+    def drop(skip: set[int]) -> None:
+        """Take skip's new entries out of every list that holds enough of them."""
+        gone = skip - seen
+        seen.update(gone)
+        dirty = set()
+        for j in gone:
+            alive[j] = 0
+            size = set_size[j]
+            for _, t in probes[j]:
+                key = (t, size)
+                dead[key] += 1
+                dirty.add(key)
+        flags_of = alive.__getitem__
+        for key in dirty:
+            t, size = key
+            sizes, blocks = index[t]
+            b = bisect.bisect_left(sizes, size)
+            positions, members = blocks[b]
+            if dead[key] * 4 < len(members):
+                continue
+            flags = bytes(map(flags_of, members))
+            blocks[b] = (
+                list(itertools.compress(positions, flags)),
+                list(itertools.compress(members, flags)),
+            )
+            del dead[key]
 
     def partners(i: int, skip: set[int]) -> list[int]:
+        if growing and (len(skip) - len(seen)) * 64 > n:
+            drop(skip)
         sa = set_size[i]
         found = _prefix_meets(index, probes[i], sa, threshold)
         found -= skip
@@ -559,6 +618,8 @@ def _jaccard_partners(
 
     return partners
 
+
+_FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 #: Tokens held by at least this many sets count overlaps as bits (see ``_overlaps``).
 COMMON_TOKEN_SETS = 64
