@@ -363,23 +363,23 @@ def _pairs_touching(
     if not targets:
         return near
     df = Counter(itertools.chain.from_iterable(tokens))
-    rank = {t: r for r, t in enumerate(sorted(df, key=lambda t: (df[t], t)))}
-    by_rank = rank.__getitem__
-
-    def order(ts: frozenset[str]) -> list[str]:
-        return sorted(ts, key=by_rank)
+    names = sorted(df, key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(names)}
+    ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
+    del rank
+    overlaps = _overlaps(ordered, [df[t] for t in names])
 
     def indexed_len(size: int) -> int:
         need = math.ceil(threshold * size - 1e-9 * size)
         return max(0, min(size, size - need + 2))
 
     n = len(tokens)
-    staged: dict[str, dict[int, list[int]]] = {}
+    staged: dict[int, dict[int, list[int]]] = {}
     for x in targets:
-        size = len(tokens[x])
-        for pos, t in enumerate(order(tokens[x])[: indexed_len(size)]):
+        size = len(ordered[x])
+        for pos, t in enumerate(ordered[x][: indexed_len(size)]):
             staged.setdefault(t, {}).setdefault(size, []).append(pos * n + x)
-    index: dict[str, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
+    index: dict[int, tuple[list[int], list[tuple[list[int], list[int]]]]] = {}
     for t, by_size in staged.items():
         sizes = sorted(by_size)
         blocks = []
@@ -388,15 +388,18 @@ def _pairs_touching(
             blocks.append(([k // n for k in keys], [k % n for k in keys]))
         index[t] = (sizes, blocks)
     del staged
-    indexed = frozenset(index)
+    indexed = frozenset(names[r] for r in index)  # as tokens, for ``isdisjoint``
+    del names
+    needs = _NeededOverlaps(max(map(len, tokens), default=0), threshold)
+    sizes_of = list(map(len, tokens))
     for y, ts in enumerate(tokens):
         if not ts or ts.isdisjoint(indexed):
             continue
         sa = len(ts)
         mine = [
             (pos, t)
-            for pos, t in enumerate(order(ts)[: indexed_len(sa)])
-            if t in indexed  # the others pair with no target
+            for pos, t in enumerate(ordered[y][: indexed_len(sa)])
+            if t in index  # the others pair with no target
         ]
         if not mine:
             continue
@@ -405,12 +408,11 @@ def _pairs_touching(
         if not found:
             continue
         cands = list(found)
-        others = [tokens[x] for x in cands]
-        overlaps = map(len, map(ts.intersection, others))
-        for x, other, inter in zip(cands, others, overlaps, strict=True):
-            if inter / (sa + len(other) - inter) >= threshold:
-                near.setdefault(x, set()).add(y)
-                near.setdefault(y, set()).add(x)
+        # Exact overlaps against the least overlap each size needs, in C loops.
+        needed = map(needs[sa].__getitem__, map(sizes_of.__getitem__, cands))
+        for x in itertools.compress(cands, map(operator.ge, overlaps(y, cands), needed)):
+            near.setdefault(x, set()).add(y)
+            near.setdefault(y, set()).add(x)
     return near
 
 
