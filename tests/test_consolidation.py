@@ -88,12 +88,13 @@ def test_jaccard_partners_with_a_growing_skip(
     module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
-    kept = module.COMMON_TOKEN_SETS
+    kept = module.COMMON_TOKEN_SETS, module.COMPACTED_LIST
     module.COMMON_TOKEN_SETS = common
+    module.COMPACTED_LIST = 1 if seed % 2 else 4  # compact the short lists too
     try:
         partners = _jaccard_partners(sets, threshold, growing=True)
     finally:
-        module.COMMON_TOKEN_SETS = kept
+        module.COMMON_TOKEN_SETS, module.COMPACTED_LIST = kept
     skip: set[int] = set()
     for i in range(size):
         if i in skip:

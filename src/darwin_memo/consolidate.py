@@ -571,38 +571,33 @@ def _jaccard_partners(
     del staged
 
     needs = _NeededOverlaps(max(set_size, default=0), threshold)
-    # With a growing skip: entries of skip not yet taken out of the lists, and how many
-    # each list holds (by token and size), to compact a list once a quarter is gone.
+    # With a growing skip: the entries of skip taken out of the lists so far. Only long
+    # lists are compacted (a short one costs little to walk past), once an eighth of
+    # one is gone.
     seen: set[int] = set()
     alive = bytearray(b"\x01") * n
-    dead: Counter[tuple[int, int]] = Counter()
+    long_lists = [
+        (blocks, b)
+        for _, blocks in index.values()
+        for b, (_, members) in enumerate(blocks)
+        if len(members) >= COMPACTED_LIST
+    ]
 
     def drop(skip: set[int]) -> None:
-        """Take skip's new entries out of every list that holds enough of them."""
+        """Take skip's entries out of the long lists that hold enough of them."""
         gone = skip - seen
         seen.update(gone)
-        dirty = set()
         for j in gone:
             alive[j] = 0
-            size = set_size[j]
-            for _, t in probes[j]:
-                key = (t, size)
-                dead[key] += 1
-                dirty.add(key)
         flags_of = alive.__getitem__
-        for key in dirty:
-            t, size = key
-            sizes, blocks = index[t]
-            b = bisect.bisect_left(sizes, size)
+        for blocks, b in long_lists:
             positions, members = blocks[b]
-            if dead[key] * 4 < len(members):
-                continue
             flags = bytes(map(flags_of, members))
-            blocks[b] = (
-                list(itertools.compress(positions, flags)),
-                list(itertools.compress(members, flags)),
-            )
-            del dead[key]
+            if (len(flags) - flags.count(1)) * 8 >= len(flags):
+                blocks[b] = (
+                    list(itertools.compress(positions, flags)),
+                    list(itertools.compress(members, flags)),
+                )
 
     def partners(i: int, skip: set[int]) -> list[int]:
         if growing and (len(skip) - len(seen)) * 64 > n:
@@ -621,7 +616,8 @@ def _jaccard_partners(
     return partners
 
 
-_FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+#: The shortest list of the join that a growing skip compacts (see ``_jaccard_partners``).
+COMPACTED_LIST = 32
 
 #: Tokens held by at least this many sets count overlaps as bits (see ``_overlaps``).
 COMMON_TOKEN_SETS = 64
