@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import json
 import math
+import struct
+import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import PUBLISHED
 from darwin_memo import (
@@ -165,6 +169,33 @@ def test_embedding_retriever_rejects_empty_vectors() -> None:
     store.add(MemoryEntry("q", "a"))
     with pytest.raises(ValueError, match="empty vector"):
         store.retrieve("q")
+
+
+def _hashed_gram_by_gram(text: str, dims: int, lo: int, hi: int) -> list[float]:
+    """The spec's recipe, one character n-gram at a time (UTF-8 bytes into crc32)."""
+    joined = " ".join(tokenize(text))
+    vec = [0.0] * dims
+    for n in range(lo, hi + 1):
+        for i in range(len(joined) - n + 1):
+            h = zlib.crc32(joined[i : i + n].encode("utf-8"))
+            vec[h % dims] += -1.0 if h & 0x80000000 else 1.0
+    norm = math.sqrt(sum(v * v for v in vec))
+    return [v / norm for v in vec] if norm > 0 else vec
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text()),
+    st.sampled_from([(256, 3, 5), (7, 1, 2), (1, 2, 6)]),
+)
+def test_hashing_embedder_equals_the_recipe_bit_for_bit(
+    text: str, shape: tuple[int, int, int]
+) -> None:
+    """ASCII texts take a faster path (bytes sliced once); every float is the same."""
+    dims, lo, hi = shape
+    got = HashingEmbedder(dims, (lo, hi))(text)
+    want = _hashed_gram_by_gram(text, dims, lo, hi)
+    assert [struct.pack("<d", v) for v in got] == [struct.pack("<d", v) for v in want]
 
 
 def test_hashing_embedder_is_unit_norm_and_deterministic() -> None:

@@ -26,7 +26,7 @@ from .types import EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Mapping, Sequence
+    from collections.abc import Hashable, Iterable, Mapping, Sequence
     from typing import TypeVar
 
     K = TypeVar("K", bound=Hashable)
@@ -365,9 +365,12 @@ def _pairs_touching(
     df = Counter(itertools.chain.from_iterable(tokens))
     names = sorted(df, key=lambda t: (df[t], t))
     rank = {t: r for r, t in enumerate(names)}
-    ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
-    del rank
-    overlaps = _overlaps(ordered, [df[t] for t in names])
+    by_rank = rank.__getitem__
+    # each set's tokens as ranks, ascending: the targets' now, a prober's when it probes
+    ordered: list[list[int]] = [[] for _ in tokens]
+    for x in targets:
+        ordered[x] = sorted(map(by_rank, tokens[x]))
+    overlaps = _overlaps(ordered, [df[t] for t in names], targets)
 
     def indexed_len(size: int) -> int:
         need = math.ceil(threshold * size - 1e-9 * size)
@@ -396,6 +399,8 @@ def _pairs_touching(
         if not ts or ts.isdisjoint(indexed):
             continue
         sa = len(ts)
+        if not ordered[y]:
+            ordered[y] = sorted(map(by_rank, ts))
         mine = [
             (pos, t)
             for pos, t in enumerate(ordered[y][: indexed_len(sa)])
@@ -624,7 +629,7 @@ COMMON_TOKEN_SETS = 64
 
 
 def _overlaps(
-    ordered: list[list[int]], counts: list[int]
+    ordered: Sequence[list[int]], counts: list[int], members: Iterable[int] | None = None
 ) -> Callable[[int, list[int]], Iterator[int]]:
     """``overlaps(i, js)``: how many tokens set ``i`` shares with each set of ``js``.
 
@@ -634,31 +639,42 @@ def _overlaps(
     share of an overlap is the popcount of an AND; a rarer one is counted through
     its list of holders, which is short. Both are C loops: comparing a pair costs
     a few dozen nanoseconds instead of intersecting two hash sets far apart in
-    memory.
+    memory. ``members`` (default: every set) are the sets ``js`` may name; ``i`` may
+    be any set whose ``ordered`` row is filled in by the time it asks.
     """
     common = bisect.bisect_left(counts, COMMON_TOKEN_SETS)  # ranks from here are bits
     top = len(counts) - 1
-    bits: list[int] = []
-    rare: list[list[int]] = []
+    bits: list[int] = [0] * len(ordered)
+    rare: list[list[int] | None] = [None] * len(ordered)
     holders: dict[int, list[int]] = {}
-    for j, seq in enumerate(ordered):
+    for j in range(len(ordered)) if members is None else members:
+        seq = ordered[j]
         cut = bisect.bisect_left(seq, common)
-        mine = seq[:cut]
-        rare.append(mine)
+        mine = rare[j] = seq[:cut]
         for r in mine:
             held = holders.get(r)
             if held is None:
                 holders[r] = [j]
             else:
                 held.append(j)
-        bits.append(sum(1 << (top - r) for r in seq[cut:]))
+        bits[j] = sum(1 << (top - r) for r in seq[cut:])
     zeros = itertools.repeat(0)
 
     def overlaps(i: int, js: list[int]) -> Iterator[int]:
         mine = rare[i]
-        shared = Counter(itertools.chain.from_iterable(map(holders.__getitem__, mine)))
-        ones = map(int.bit_count, map(bits[i].__and__, map(bits.__getitem__, js)))
-        return map(operator.add, map(shared.get, js, zeros), ones) if mine else ones
+        mask = bits[i]
+        if mine is None:  # not a member: split its tokens now
+            seq = ordered[i]
+            cut = bisect.bisect_left(seq, common)
+            mine = seq[:cut]
+            mask = sum(1 << (top - r) for r in seq[cut:])
+        ones = map(int.bit_count, map(mask.__and__, map(bits.__getitem__, js)))
+        if not mine:
+            return ones
+        shared = Counter(
+            itertools.chain.from_iterable(map(holders.get, mine, itertools.repeat(())))
+        )
+        return map(operator.add, map(shared.get, js, zeros), ones)
 
     return overlaps
 

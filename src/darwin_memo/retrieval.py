@@ -24,6 +24,7 @@ bigrams, so an entry asked back in its own words is always found.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import unicodedata
 from array import array
@@ -321,14 +322,24 @@ class HashingEmbedder:
         from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
 
         joined = " ".join(tokenize(text))
-        vec = [0.0] * self.dims
+        dims = self.dims
+        vec = [0.0] * dims
         lo, hi = self.ngram_range
-        # n-grams over characters (not bytes), so every script hashes the same way
-        for n in range(lo, hi + 1):
-            for i in range(len(joined) - n + 1):
-                h = crc32(joined[i : i + n].encode("utf-8"))
-                vec[h % self.dims] += -1.0 if h & 0x80000000 else 1.0
-        norm = math.sqrt(sum(v * v for v in vec))
+        # n-grams over characters (not bytes), so every script hashes the same way. An
+        # ASCII text's characters are its bytes: its grams are sliced from the bytes,
+        # without encoding each one (most lessons are ASCII).
+        if joined.isascii():
+            data = joined.encode("ascii")
+            for n in range(lo, hi + 1):
+                for i in range(len(data) - n + 1):
+                    h = crc32(data[i : i + n])
+                    vec[h % dims] += -1.0 if h & 0x80000000 else 1.0
+        else:
+            for n in range(lo, hi + 1):
+                for i in range(len(joined) - n + 1):
+                    h = crc32(joined[i : i + n].encode("utf-8"))
+                    vec[h % dims] += -1.0 if h & 0x80000000 else 1.0
+        norm = math.sqrt(sum(map(operator.mul, vec, vec)))
         if norm > 0:
             vec = [v / norm for v in vec]
         return vec
@@ -472,10 +483,10 @@ class EmbeddingRetriever:
         return [(entry_id, sim) for _, entry_id, sim in out]
 
     def _embed(self, text: str) -> list[float]:
-        vec = [float(v) for v in self.embed(text)]
+        vec = list(map(float, self.embed(text)))
         if not vec:
             raise ValueError("the embedding function returned an empty vector")
-        if not all(math.isfinite(v) for v in vec):
+        if not all(map(math.isfinite, vec)):
             raise ValueError("the embedding function returned a non-finite component")
         return vec
 
