@@ -171,6 +171,20 @@ def test_embedding_retriever_rejects_empty_vectors() -> None:
         store.retrieve("q")
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_tokenize_ascii_fast_path_equals_the_recipe(text: str) -> None:
+    """Lowercase, runs of [a-z0-9.*], stopwords out, a plural's final s dropped."""
+    from darwin_memo.retrieval import _RUN, STOPWORDS
+
+    want = []
+    for run in _RUN.findall(text.lower()):
+        if run and run not in STOPWORDS:
+            stemmed = len(run) > 3 and run.endswith("s") and not run.endswith("ss")
+            want.append(run[:-1] if stemmed else run)
+    assert tokenize(text) == want
+
+
 def _hashed_gram_by_gram(text: str, dims: int, lo: int, hi: int) -> list[float]:
     """The spec's recipe, one character n-gram at a time (UTF-8 bytes into crc32)."""
     joined = " ".join(tokenize(text))
