@@ -114,24 +114,32 @@ def test_jaccard_partners_with_a_growing_skip(
 
 @settings(max_examples=120, deadline=None)
 @given(
-    st.integers(0, 10_000), st.integers(1, 90), st.floats(0.05, 1.0), st.sampled_from([1, 3, 64])
+    st.integers(0, 10_000),
+    st.integers(1, 90),
+    st.floats(0.05, 1.0),
+    st.sampled_from([1, 3, 64]),
+    st.sampled_from([1, 10**9]),
 )
 def test_pairs_touching_equal_the_pairwise_scan(
-    seed: int, size: int, threshold: float, common: int
+    seed: int, size: int, threshold: float, common: int, few: int
 ) -> None:
-    """Every similar pair with an end among the targets, both ways, and nothing else."""
+    """Every similar pair with an end among the targets, both ways, and nothing else.
+
+    ``few``: 1 takes the path for a few targets (they look up their rarest tokens'
+    holders), 10**9 the one indexing the targets' prefixes.
+    """
     from darwin_memo.consolidate import _pairs_touching
 
     module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
     targets = sorted(rnd.sample(range(size), k=rnd.randint(0, size)))
-    kept = module.COMMON_TOKEN_SETS
-    module.COMMON_TOKEN_SETS = common
+    kept = module.COMMON_TOKEN_SETS, module.FEW_TARGETS
+    module.COMMON_TOKEN_SETS, module.FEW_TARGETS = common, few
     try:
         near = _pairs_touching(sets, targets, threshold)
     finally:
-        module.COMMON_TOKEN_SETS = kept
+        module.COMMON_TOKEN_SETS, module.FEW_TARGETS = kept
     chosen = set(targets)
     want: dict[int, set[int]] = {}
     for i in range(size):

@@ -362,6 +362,8 @@ def _pairs_touching(
     near: dict[int, set[int]] = {}
     if not targets:
         return near
+    if len(targets) * FEW_TARGETS <= len(tokens):
+        return _pairs_touching_few(tokens, targets, threshold)
     df = Counter(itertools.chain.from_iterable(tokens))
     names = sorted(df, key=lambda t: (df[t], t))
     rank = {t: r for r, t in enumerate(names)}
@@ -416,6 +418,62 @@ def _pairs_touching(
         # Exact overlaps against the least overlap each size needs, in C loops.
         needed = map(needs[sa].__getitem__, map(sizes_of.__getitem__, cands))
         for x in itertools.compress(cands, map(operator.ge, overlaps(y, cands), needed)):
+            near.setdefault(x, set()).add(y)
+            near.setdefault(y, set()).add(x)
+    return near
+
+
+#: ``_pairs_touching`` probes from the targets when there are at most one per this many sets.
+FEW_TARGETS = 32
+
+
+def _pairs_touching_few(
+    tokens: list[frozenset[str]], targets: list[int], threshold: float
+) -> dict[int, set[int]]:
+    """``_pairs_touching`` for a few targets: each looks up who holds its rarest tokens.
+
+    A set ``y`` reaching the threshold with a target ``x`` holds at least
+    ``need = ceil(t |x|)`` of its tokens, so it holds one of any ``|x| - need + 1`` of
+    them: each target takes its rarest ones (fewest holders), and only the sets
+    holding those are compared, exactly. Nothing is sorted or indexed for the sets
+    that share no token with a target, which is what makes a consolidation with
+    few new entries cheap.
+    """
+    wanted = frozenset().union(*(tokens[x] for x in targets))
+    # how many sets hold each target token, counted in C loops
+    df = Counter(itertools.chain.from_iterable(map(wanted.intersection, tokens)))
+    prefixes: dict[int, list[str]] = {}
+    for x in targets:
+        size = len(tokens[x])
+        if not size:
+            continue
+        keep = size - math.ceil(threshold * size - 1e-9 * size) + 1
+        prefixes[x] = sorted(tokens[x], key=lambda t: (df[t], t))[: max(1, keep)]
+    probed = frozenset().union(*prefixes.values())
+    holders: dict[str, list[int]] = {}
+    for y, ts in enumerate(tokens):
+        shared = ts.intersection(probed)
+        for t in shared:
+            held = holders.get(t)
+            if held is None:
+                holders[t] = [y]
+            else:
+                held.append(y)
+    needs = _NeededOverlaps(max(map(len, tokens), default=0), threshold)
+    sizes_of = list(map(len, tokens))
+    near: dict[int, set[int]] = {}
+    for x, prefix in prefixes.items():
+        found: set[int] = set()
+        for t in prefix:
+            found.update(holders[t])
+        found.discard(x)
+        if not found:
+            continue
+        cands = list(found)
+        mine = tokens[x]
+        overlaps = map(len, map(mine.intersection, map(tokens.__getitem__, cands)))
+        needed = map(needs[len(mine)].__getitem__, map(sizes_of.__getitem__, cands))
+        for y in itertools.compress(cands, map(operator.ge, overlaps, needed)):
             near.setdefault(x, set()).add(y)
             near.setdefault(y, set()).add(x)
     return near
