@@ -1332,10 +1332,14 @@ class SqlStore(MemoryStore):
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
         if packed:
-            row = self.conn.execute(
-                "SELECT value FROM counters WHERE name = 'index_stamp'"
-            ).fetchone()
-            stamp = int(row[0]) if row else 0
+            # The lists' stamp and the living count (``__len__``) in one statement.
+            counters = dict(
+                self.conn.execute(
+                    "SELECT name, value FROM counters WHERE name IN ('index_stamp', 'alive')"
+                ).fetchall()
+            )
+            stamp = int(counters.get("index_stamp", 0))
+            n = int(counters.get("alive", 0))
             if stamp != self._lists_stamp or self._lists_bytes > LISTS_CACHE_BYTES:
                 bitmaps.clear()
                 sets.clear()
@@ -1346,6 +1350,7 @@ class SqlStore(MemoryStore):
                 self._lists_stamp = stamp
         else:
             bitmaps, sets, ints, packs, known = {}, {}, {}, {}, {}
+            n = len(self)
         # Each token's (id, df, has bits), or None when no entry holds it: kept with the
         # lists, since every change of a token's df or form writes a new stamp.
         missing = [t for t in qtokens if t not in known]
@@ -1518,17 +1523,13 @@ class SqlStore(MemoryStore):
         found: list[tuple[int, float]] | None = None
         if packed and k is not None and all(t in dense for t in qtokens if df(t) > 0):
             # Only common words: walk the combinations of tokens with bitmap ANDs.
-            found = top_by_combinations(
-                qtokens, len(self), df, whole, self.retriever.min_coverage, k
-            )
+            found = top_by_combinations(qtokens, n, df, whole, self.retriever.min_coverage, k)
         if found is None and packed:
-            found = top_by_codes(
-                qtokens, len(self), df, postings, flags, self.retriever.min_coverage, k
-            )
+            found = top_by_codes(qtokens, n, df, postings, flags, self.retriever.min_coverage, k)
         if found is None:
             found = top_candidates(
                 qtokens,
-                len(self),
+                n,
                 df,
                 postings,
                 contains,
