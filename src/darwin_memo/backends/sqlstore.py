@@ -1539,18 +1539,23 @@ class SqlStore(MemoryStore):
             )
         if not found:
             return []
-        scores = dict(found)
-        keys = sorted(scores)
-        if k is not None and len(keys) > k:
+        if k is not None and len(found) > k:
             # Many entries tie at the k-th score: SQLite ranks the tied ones by their
             # balance now (``_energy_now`` in SQL, the same float operations), and only
-            # the k that win are read whole.
-            kth = sorted(scores.values(), reverse=True)[k - 1]
-            keys = [key for key in keys if scores[key] > kth]
-            tied = sorted(key for key, s in found if s == kth)
-            need = k - len(keys)
-            best = self._best_balances(tied, need, packed and len(tied) >= TIES_BOUNDED)
-            keys = sorted([*keys, *(rowid for _, rowid in best)])
+            # the k that win are read whole. ``found`` is best first (every search
+            # returns it so), so those above the k-th score come before it.
+            kth = found[k - 1][1]
+            above = k - 1
+            while above and found[above - 1][1] == kth:
+                above -= 1
+            scores = dict(found[:above])
+            tied = sorted(key for key, s in found[above:] if s == kth)
+            best = self._best_balances(tied, k - above, packed and len(tied) >= TIES_BOUNDED)
+            scores.update((rowid, kth) for _, rowid in best)
+            keys = sorted(scores)
+        else:
+            scores = dict(found)
+            keys = sorted(scores)
         rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))
