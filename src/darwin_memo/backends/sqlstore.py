@@ -1254,7 +1254,7 @@ class SqlStore(MemoryStore):
         """
         params = (self.tick, self.upkeep, self.tick, self.upkeep, self.tick)
         best: list[tuple[float, int]] = []
-        if bounded and need > 0:
+        if bounded and 0 < need <= _CHUNK:
             top = self._highest_balance(TIE_GROUPS)
             if top is not None:
                 first = tied[:need]
