@@ -240,6 +240,56 @@ def test_ties_rank_by_the_balance_now(kind: str, request: pytest.FixtureRequest)
             assert len(got) == k
 
 
+@pytest.mark.parametrize("groups", [1, 2, 3, 64])
+def test_many_ties_read_the_highest_balance_first(
+    groups: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries tied at the k-th score: when the lowest rowids hold the highest balance of
+    any living entry, only they are read; otherwise (a higher balance elsewhere, balances
+    set at more ticks than ``TIE_GROUPS``) every tied row is. Same ranking either way."""
+    monkeypatch.setattr(sqlstore, "TIES_BOUNDED", 2)
+    monkeypatch.setattr(sqlstore, "TIE_GROUPS", groups)
+    rnd = random.Random(groups)
+    store = new_store(tmp_path)
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    for round_ in range(12):
+        store.conn.execute("BEGIN")
+        for _ in range(rnd.randint(5, 30)):
+            # Few balances, anchors and pins, so equal balances are common.
+            store.tick = rnd.choice([0, 0, 0, 3, 8])
+            store.add(
+                MemoryEntry(
+                    rnd.choice(["restart the api worker", "restart the api", "drain the queue"]),
+                    "x",
+                    energy=rnd.choice([1.0, 1.0, 1.0, 0.5, 2.0, 0.01]),
+                    pinned=rnd.random() < 0.1,
+                )
+            )
+        store.conn.execute("COMMIT")
+        equal = round_ % 4 == 1
+        if round_ % 2 == 1:  # some stores of equal balances (the shortcut's case)
+            store.conn.execute("UPDATE entries SET energy = 1.0, anchor = 0, pinned = 0")
+        if round_ % 4 == 3:
+            # ... but for the last tied entry: pinned, or its balance set at a later tick.
+            store.conn.execute(
+                "UPDATE entries SET energy = 3.0, pinned = ?, anchor = ? WHERE rowid = "
+                "(SELECT MAX(rowid) FROM entries WHERE json_extract(data, '$.question') = ?)",
+                (round_ % 8 == 3, 0 if round_ % 8 == 3 else 2, "restart the api worker"),
+            )
+        for now in (0, 5, 30, 200):
+            store.tick = now
+            for k in (1, 3, 6):
+                store.forget_cached()
+                statements.clear()
+                got = [(e.id, s) for e, s in store.retrieve("restart api worker", k)]
+                assert got == brute(store, "restart api worker", k), (round_, now, k)
+                whole = any("ORDER BY now DESC" in sql for sql in statements)
+                if equal and len(store) > k + 2:
+                    assert not whole, "equal balances: the tied rows after the k-th are not read"
+    store.backend.close()
+
+
 def test_a_copied_store_gets_its_lists_in_bulk(small_blocks: None, tmp_path: Path) -> None:
     """``migrate`` into SQLite (the bulk writer) builds the same packs and blocks."""
     from darwin_memo import MemoryStore

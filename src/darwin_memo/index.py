@@ -431,12 +431,14 @@ def top_by_combinations(
     if mass <= 0:
         return []
     m = len(present)
-    combos: list[tuple[float, int]] = []
-    for mask in range(1, 1 << m):
-        held = {present[i] for i in range(m) if mask >> i & 1}
-        # Summed in query order over every query token, as the published scan sums.
-        combos.append((sum(w for t, w in idf.items() if t in held), mask))
-    combos.sort(key=lambda c: c[0], reverse=True)
+    # Every combination's score, summed in query order as the published scan sums:
+    # ``present`` is in query order, and a mask's sum is the sum of the mask without
+    # its highest bit plus that token's weight, so the additions happen in that order.
+    sums = [0.0]
+    for t in present:
+        weight = idf[t]
+        sums += [s + weight for s in sums]
+    combos = sorted(zip(sums[1:], range(1, 1 << m), strict=True), key=lambda c: c[0], reverse=True)
     bits: list[int | None] = [None] * m  # read when a combination first needs them
     seen = 0
     out: list[tuple[int, float]] = []

@@ -72,6 +72,17 @@ _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 CACHE_LIMIT = 20_000
 #: About how much memory of postings lists a handle keeps between searches.
 LISTS_CACHE_BYTES = 64 << 20
+#: Entries tied at the k-th score from which a search first tries the highest balance.
+TIES_BOUNDED = 16
+#: How many (pinned, anchor) groups ``_highest_balance`` visits before giving up.
+TIE_GROUPS = 4
+#: An entry's balance now in SQL: ``_energy_now``'s float operations; parameters
+#: (tick, upkeep, tick, upkeep, tick).
+_NOW = (
+    "CASE WHEN ? - anchor <= 0 THEN energy "
+    "WHEN pinned <> 0 AND energy - ? * (? - anchor) < 0.0 THEN 0.0 "
+    "ELSE energy - ? * (? - anchor) END"
+)
 
 
 def _fresh() -> list[Any]:
@@ -1231,6 +1242,84 @@ class SqlStore(MemoryStore):
         finally:
             self.retriever = saved
 
+    def _best_balances(self, tied: list[int], need: int, bounded: bool) -> list[tuple[float, int]]:
+        """The ``need`` best of ``tied`` (ascending rowids) by balance now, then rowid,
+        as ``(-balance, rowid)`` sorted (fewer when some are dead).
+
+        SQLite computes the balances (``_NOW``, the float operations of ``_energy_now``).
+        With ``bounded``, the ``need`` lowest rowids are read first: when each holds the
+        highest balance of any living entry (``_highest_balance``), nobody after them
+        can beat them, and the other tied rows are never read (a store of entries with
+        equal balances: thousands tie on templated lessons, one row read each).
+        """
+        params = (self.tick, self.upkeep, self.tick, self.upkeep, self.tick)
+        best: list[tuple[float, int]] = []
+        if bounded and 0 < need <= _CHUNK:
+            top = self._highest_balance(TIE_GROUPS)
+            if top is not None:
+                first = tied[:need]
+                rows = self.conn.execute(
+                    f"SELECT rowid, {_NOW} FROM entries "
+                    f"WHERE rowid IN ({','.join('?' * len(first))}) AND +alive = 1",
+                    (*params, *first),
+                ).fetchall()
+                if len(rows) == need and all(float(now) >= top for _, now in rows):
+                    return sorted((-float(now), int(rowid)) for rowid, now in rows)
+        for part in _chunks(tied):
+            marks = ",".join("?" * len(part))
+            best += [
+                (-float(now), int(rowid))
+                for rowid, now in self.conn.execute(
+                    f"SELECT rowid, {_NOW} AS now FROM entries "
+                    f"WHERE rowid IN ({marks}) AND +alive = 1 "
+                    "ORDER BY now DESC, rowid LIMIT ?",
+                    (*params, *part, need),
+                )
+            ]
+        best.sort()
+        return best[:need]
+
+    def _highest_balance(self, groups: int) -> float | None:
+        """The highest balance now of any living entry, or None past ``groups`` groups.
+
+        Entries of one (pinned, anchor) group rank by balance as by ``energy`` (the
+        balance now is a monotonic function of it), so each group's best is one seek
+        in ``entries_balance``, and the groups are found by seeks too. Stores whose
+        balances were set at many different ticks have many groups: None then.
+        """
+        conn = self.conn
+        params = (self.tick, self.upkeep, self.tick, self.upkeep, self.tick)
+        row = conn.execute(
+            "SELECT pinned, anchor FROM entries WHERE alive = 1 ORDER BY pinned, anchor LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+        pinned, anchor = row
+        top: float | None = None
+        while True:
+            groups -= 1
+            if groups < 0:
+                return None
+            (now,) = conn.execute(
+                f"SELECT {_NOW} FROM entries WHERE alive = 1 AND pinned = ? AND anchor = ? "
+                "ORDER BY energy DESC LIMIT 1",
+                (*params, pinned, anchor),
+            ).fetchone()
+            top = float(now) if top is None else max(top, float(now))
+            (anchor,) = conn.execute(
+                "SELECT MIN(anchor) FROM entries WHERE alive = 1 AND pinned = ? AND anchor > ?",
+                (pinned, anchor),
+            ).fetchone()
+            if anchor is None:
+                (pinned,) = conn.execute(
+                    "SELECT MIN(pinned) FROM entries WHERE alive = 1 AND pinned > ?", (pinned,)
+                ).fetchone()
+                if pinned is None:
+                    return top
+                (anchor,) = conn.execute(
+                    "SELECT MIN(anchor) FROM entries WHERE alive = 1 AND pinned = ?", (pinned,)
+                ).fetchone()
+
     def _search(self, query: str, k: int | None) -> list[tuple[MemoryEntry, float]]:
         assert isinstance(self.retriever, LexicalRetriever)
         qtokens = list(dict.fromkeys(tokenize(query)))
@@ -1243,10 +1332,14 @@ class SqlStore(MemoryStore):
             apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
         if packed:
-            row = self.conn.execute(
-                "SELECT value FROM counters WHERE name = 'index_stamp'"
-            ).fetchone()
-            stamp = int(row[0]) if row else 0
+            # The lists' stamp and the living count (``__len__``) in one statement.
+            counters = dict(
+                self.conn.execute(
+                    "SELECT name, value FROM counters WHERE name IN ('index_stamp', 'alive')"
+                ).fetchall()
+            )
+            stamp = int(counters.get("index_stamp", 0))
+            n = int(counters.get("alive", 0))
             if stamp != self._lists_stamp or self._lists_bytes > LISTS_CACHE_BYTES:
                 bitmaps.clear()
                 sets.clear()
@@ -1257,6 +1350,7 @@ class SqlStore(MemoryStore):
                 self._lists_stamp = stamp
         else:
             bitmaps, sets, ints, packs, known = {}, {}, {}, {}, {}
+            n = len(self)
         # Each token's (id, df, has bits), or None when no entry holds it: kept with the
         # lists, since every change of a token's df or form writes a new stamp.
         missing = [t for t in qtokens if t not in known]
@@ -1387,7 +1481,7 @@ class SqlStore(MemoryStore):
                     # A few keys read the blocks they fall in; more read the whole map
                     # (16 blocks at a million rowids, and many keys touch them all).
                     last[1] = {r >> BLOCK_SHIFT for r in keys} if size <= 64 else None
-                    offsets = [r >> 3 for r in keys]
+                    offsets = list(map((3).__rrshift__, keys))  # r >> 3, in C
                     offsets.append(0)  # so that itemgetter always returns a tuple
                     last[2] = itemgetter(*offsets)
                     # Each key's bit in its byte, from the keys' low bytes (C slices).
@@ -1429,17 +1523,13 @@ class SqlStore(MemoryStore):
         found: list[tuple[int, float]] | None = None
         if packed and k is not None and all(t in dense for t in qtokens if df(t) > 0):
             # Only common words: walk the combinations of tokens with bitmap ANDs.
-            found = top_by_combinations(
-                qtokens, len(self), df, whole, self.retriever.min_coverage, k
-            )
+            found = top_by_combinations(qtokens, n, df, whole, self.retriever.min_coverage, k)
         if found is None and packed:
-            found = top_by_codes(
-                qtokens, len(self), df, postings, flags, self.retriever.min_coverage, k
-            )
+            found = top_by_codes(qtokens, n, df, postings, flags, self.retriever.min_coverage, k)
         if found is None:
             found = top_candidates(
                 qtokens,
-                len(self),
+                n,
                 df,
                 postings,
                 contains,
@@ -1449,36 +1539,23 @@ class SqlStore(MemoryStore):
             )
         if not found:
             return []
-        scores = dict(found)
-        keys = sorted(scores)
-        if k is not None and len(keys) > k:
+        if k is not None and len(found) > k:
             # Many entries tie at the k-th score: SQLite ranks the tied ones by their
             # balance now (``_energy_now`` in SQL, the same float operations), and only
-            # the k that win are read whole.
-            kth = sorted(scores.values(), reverse=True)[k - 1]
-            keys = [key for key in keys if scores[key] > kth]
-            tied = sorted(key for key, s in found if s == kth)
-            need = k - len(keys)
-            now = (
-                "CASE WHEN ? - anchor <= 0 THEN energy "
-                "WHEN pinned <> 0 AND energy - ? * (? - anchor) < 0.0 THEN 0.0 "
-                "ELSE energy - ? * (? - anchor) END"
-            )
-            t, u = self.tick, self.upkeep
-            best: list[tuple[float, int]] = []
-            for part in _chunks(tied):
-                marks = ",".join("?" * len(part))
-                best += [
-                    (-float(energy), int(rowid))
-                    for rowid, energy in self.conn.execute(
-                        f"SELECT rowid, {now} AS now FROM entries "
-                        f"WHERE rowid IN ({marks}) AND +alive = 1 "
-                        "ORDER BY now DESC, rowid LIMIT ?",
-                        (t, u, t, u, t, *part, need),
-                    )
-                ]
-            best.sort()
-            keys = sorted([*keys, *(rowid for _, rowid in best[:need])])
+            # the k that win are read whole. ``found`` is best first (every search
+            # returns it so), so those above the k-th score come before it.
+            kth = found[k - 1][1]
+            above = k - 1
+            while above and found[above - 1][1] == kth:
+                above -= 1
+            scores = dict(found[:above])
+            tied = sorted(key for key, s in found[above:] if s == kth)
+            best = self._best_balances(tied, k - above, packed and len(tied) >= TIES_BOUNDED)
+            scores.update((rowid, kth) for _, rowid in best)
+            keys = sorted(scores)
+        else:
+            scores = dict(found)
+            keys = sorted(scores)
         rows: list[tuple[Any, ...]] = []
         for part in _chunks(keys):
             marks = ",".join("?" * len(part))
