@@ -702,6 +702,7 @@ def _overlaps(
     """
     common = bisect.bisect_left(counts, COMMON_TOKEN_SETS)  # ranks from here are bits
     top = len(counts) - 1
+    value = [0] * common + [1 << (top - r) for r in range(common, top + 1)]  # each rank's bit
     bits: list[int] = [0] * len(ordered)
     rare: list[list[int] | None] = [None] * len(ordered)
     holders: dict[int, list[int]] = {}
@@ -715,7 +716,7 @@ def _overlaps(
                 holders[r] = [j]
             else:
                 held.append(j)
-        bits[j] = sum(1 << (top - r) for r in seq[cut:])
+        bits[j] = sum(map(value.__getitem__, seq[cut:]))
     zeros = itertools.repeat(0)
 
     def overlaps(i: int, js: list[int]) -> Iterator[int]:
@@ -725,7 +726,7 @@ def _overlaps(
             seq = ordered[i]
             cut = bisect.bisect_left(seq, common)
             mine = seq[:cut]
-            mask = sum(1 << (top - r) for r in seq[cut:])
+            mask = sum(map(value.__getitem__, seq[cut:]))
         ones = map(int.bit_count, map(mask.__and__, map(bits.__getitem__, js)))
         if not mine:
             return ones
