@@ -288,6 +288,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     new_stamp(conn)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
+        packed: dict[int, str] = {}  # token id -> token, for the packs read below
         for token, token_id, df, dense in conn.execute(
             f"SELECT token, id, df, dense FROM tokens WHERE token IN ({marks})", part
         ).fetchall():
@@ -299,17 +300,27 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
                 _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
                 _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
             else:
-                row = conn.execute(
-                    "SELECT ids FROM packs WHERE token_id = ?", (token_id,)
-                ).fetchone()
-                ids = _changed(unpack_ids(row[0]) if row else array("I"), held)
-                if ids:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)",
-                        (token_id, pack_ids(ids)),
-                    )
-                elif row:
-                    conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
+                packed[token_id] = token
+        if not packed:
+            continue
+        # The packs of this part: read in one query, written in two statements.
+        marks = ",".join("?" * len(packed))
+        blobs = dict(
+            conn.execute(
+                f"SELECT token_id, ids FROM packs WHERE token_id IN ({marks})", list(packed)
+            )
+        )
+        writes: list[tuple[int, bytes]] = []
+        gone: list[tuple[int]] = []
+        for token_id, token in packed.items():
+            blob = blobs.get(token_id)
+            ids = _changed(unpack_ids(blob) if blob is not None else array("I"), changes[token])
+            if ids:
+                writes.append((token_id, pack_ids(ids)))
+            elif blob is not None:
+                gone.append((token_id,))
+        conn.executemany("INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)", writes)
+        conn.executemany("DELETE FROM packs WHERE token_id = ?", gone)
 
 
 def block_bits(
@@ -356,16 +367,35 @@ def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[
     return out
 
 
-def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -> None:
+#: ``_unindex_many`` deletes postings by scanning the whole table when the rows it
+#: unindexes are at least this share of the living ones (per posting, a scan costs
+#: about a fifth of a probe by key).
+SCAN_SHARE = 1 / 6
+
+
+def _unindex_many(
+    conn: sqlite3.Connection, rows: list[tuple[int, list[str]]], living: int = 0
+) -> None:
     """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
 
-    The token ids are looked up once, the postings deleted in index order, and
-    each token's ``df`` lowered once by its count.
+    Each token's ``df`` is lowered once by its count. The postings go by key, in
+    index order, or, when the rows are a large share of the ``living`` (SQLite),
+    in one pass over the table.
     """
     counts: Counter[str] = Counter()
     for _rowid, toks in rows:
         counts.update(toks)
     if not counts:
+        return
+    if isinstance(conn, sqlite3.Connection) and len(rows) >= living * SCAN_SHARE:
+        conn.execute(
+            "DELETE FROM postings WHERE entry_rowid IN (SELECT value FROM json_each(?))",
+            (_dumps([rowid for rowid, _ in rows]),),
+        )
+        conn.executemany(
+            "UPDATE tokens SET df = df - ? WHERE token = ?",
+            sorted((n, t) for t, n in counts.items()),
+        )
         return
     ids: dict[str, int] = {}
     for chunk in _chunks(list(counts)):
@@ -374,9 +404,10 @@ def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -
             f"SELECT id, token FROM tokens WHERE token IN ({marks})", chunk
         ):
             ids[str(token)] = int(token_id)
+    keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks if t in ids])
     conn.executemany(
         "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ?",
-        sorted((ids[t], rowid) for rowid, toks in rows for t in toks if t in ids),
+        [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
     )
     conn.executemany(
         "UPDATE tokens SET df = df - ? WHERE id = ?",
@@ -1102,7 +1133,7 @@ class SqlStore(MemoryStore):
         postings = [
             (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
         ]
-        _unindex_many(conn, postings)
+        _unindex_many(conn, postings, len(self))
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else {}
             for rowid, toks in postings:
