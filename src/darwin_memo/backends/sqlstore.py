@@ -81,8 +81,13 @@ def _fresh() -> list[Any]:
     return [None, None, None, 0]
 
 
+#: What ``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
+#: would build at every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
@@ -1076,10 +1081,17 @@ class SqlStore(MemoryStore):
             "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
             list(counts.items()),
         )
+        ids: dict[str, int] = {}
+        for part in _chunks(list(counts)):
+            marks = ",".join("?" * len(part))
+            for token, token_id in conn.execute(
+                f"SELECT token, id FROM tokens WHERE token IN ({marks})", part
+            ):
+                ids[str(token)] = int(token_id)
+        keys = sorted([ids[t] << 32 | r for r, t in postings])
         conn.executemany(
-            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
-            "SELECT id, ? FROM tokens WHERE token = ?",
-            postings,
+            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) VALUES (?, ?)",
+            [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
         )
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
@@ -1138,7 +1150,11 @@ class SqlStore(MemoryStore):
             changes = self._deferred if self._deferred is not None else {}
             for rowid, toks in postings:
                 for t in toks:
-                    changes.setdefault(t, {})[rowid] = False
+                    held = changes.get(t)
+                    if held is None:
+                        changes[t] = {rowid: False}
+                    else:
+                        held[rowid] = False
             if self._deferred is None:
                 apply_list_changes(conn, changes)
         if postings:
