@@ -20,6 +20,7 @@ during an operation are cached until the next tick or the next refresh.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import os
@@ -378,18 +379,51 @@ def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[
 SCAN_SHARE = 1 / 6
 
 
+#: The page cache (KiB) while merges are written: they touch most pages of the
+#: entries and the index, and SQLite's default (2 MiB) would spill them to the
+#: journal and read them back several times before the commit.
+BULK_CACHE_KIB = 256 << 10
+
+
+@contextlib.contextmanager
+def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
+    """Pause the cyclic garbage collector (the writes allocate millions of small
+    containers, freed by reference counting, while the whole store is in memory)
+    and, on SQLite, let the page cache grow to ``BULK_CACHE_KIB``."""
+    paused = gc.isenabled()
+    gc.disable()
+    cache = None
+    if isinstance(conn, sqlite3.Connection):
+        (cache,) = conn.execute("PRAGMA cache_size").fetchone()
+        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        if cache is not None:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        if paused:
+            gc.enable()
+
+
 def _unindex_many(
-    conn: sqlite3.Connection, rows: list[tuple[int, list[str]]], living: int = 0
+    conn: sqlite3.Connection,
+    rows: list[tuple[int, list[str]]],
+    living: int = 0,
+    holders: Mapping[str, list[int]] | None = None,
 ) -> None:
     """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
 
-    Each token's ``df`` is lowered once by its count. The postings go by key, in
+    Each token's ``df`` is lowered once by its count (the length of its list in
+    ``holders``, when the caller has them by token). The postings go by key, in
     index order, or, when the rows are a large share of the ``living`` (SQLite),
     in one pass over the table.
     """
     counts: Counter[str] = Counter()
-    for _rowid, toks in rows:
-        counts.update(toks)
+    if holders is not None:
+        counts.update({t: len(rowids) for t, rowids in holders.items()})
+    else:
+        for _rowid, toks in rows:
+            counts.update(toks)
     if not counts:
         return
     if isinstance(conn, sqlite3.Connection) and len(rows) >= living * SCAN_SHARE:
@@ -1001,7 +1035,7 @@ class SqlStore(MemoryStore):
         """
         done: list[tuple[MemoryEntry, float]] = []
         buried: list[MemoryEntry] = []
-        with self.deferred_lists():  # each changed token's pack or bits rewritten once
+        with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
             self._merging = buried
             try:
                 for heir, member_ids in merges:
@@ -1145,16 +1179,23 @@ class SqlStore(MemoryStore):
         postings = [
             (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
         ]
-        _unindex_many(conn, postings, len(self))
+        holders: dict[str, list[int]] = {}  # token -> the unindexed rows holding it
+        for rowid, toks in postings:
+            for t in toks:
+                held = holders.get(t)
+                if held is None:
+                    holders[t] = [rowid]
+                else:
+                    held.append(rowid)
+        _unindex_many(conn, postings, len(self), holders)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else {}
-            for rowid, toks in postings:
-                for t in toks:
-                    held = changes.get(t)
-                    if held is None:
-                        changes[t] = {rowid: False}
-                    else:
-                        held[rowid] = False
+            for t, rowids in holders.items():
+                before = changes.get(t)
+                if before is None:
+                    changes[t] = dict.fromkeys(rowids, False)
+                else:
+                    before.update(dict.fromkeys(rowids, False))
             if self._deferred is None:
                 apply_list_changes(conn, changes)
         if postings:
