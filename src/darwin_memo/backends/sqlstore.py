@@ -258,10 +258,12 @@ def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dens
 def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
     """Sorted ``ids`` with ``held``'s rowids added (True) or removed (False)."""
     if len(held) > 32:
-        merged = set(ids)
-        merged.update(r for r, on in held.items() if on)
-        merged.difference_update(r for r, on in held.items() if not on)
-        return sorted(merged)
+        added = sorted(r for r, on in held.items() if on)
+        removed = {r for r, on in held.items() if not on}
+        kept = [r for r in ids if r not in removed] if removed else list(ids)
+        if added and kept and added[0] <= kept[-1]:
+            return sorted(set(kept).union(added))
+        return kept + added  # new rows (a merge's heirs) come after every old one
     for rowid, on in held.items():
         at = bisect_left(ids, rowid)
         present = at < len(ids) and ids[at] == rowid
