@@ -176,7 +176,35 @@ def test_merge_many_writes_what_merge_into_writes(seed: int) -> None:
             mp.setattr(sqlstore, "DENSE_DROP", 2)
             mp.setattr(sqlstore, "BLOCK_SHIFT", 3)
             mp.setattr(sqlstore, "_BLOCK_MASK", 7)
+        if seed % 3 == 0:  # postings deleted by key (else in one pass over the table)
+            mp.setattr(sqlstore, "SCAN_SHARE", 2.0)
         _merge_many_against_merge_into(seed)
+
+
+def test_merge_many_leaves_the_page_cache_and_the_collector_as_they_were() -> None:
+    """The bulk writes grow SQLite's page cache and pause the collector only meanwhile."""
+    import gc
+
+    from conftest import new_store
+
+    store = new_store("sqlite")
+    for i in range(4):
+        store.add(MemoryEntry("same words here", "", id=f"e{i:03d}", recorded_ts="t"))
+    store.conn.execute("PRAGMA cache_size = -1234")
+    seen: list[tuple[int, bool]] = []
+    write_heirs = store._write_heirs
+
+    def spy(heirs: list[MemoryEntry]) -> None:
+        seen.append((store.conn.execute("PRAGMA cache_size").fetchone()[0], gc.isenabled()))
+        write_heirs(heirs)
+
+    store._write_heirs = spy  # type: ignore[method-assign]
+    heir = MemoryEntry("same words here", "", id="h0", lineage=["e000", "e001"])
+    assert gc.isenabled()
+    store.merge_many([(heir, ["e000", "e001"])])
+    assert seen == [(-sqlstore.BULK_CACHE_KIB, False)]
+    assert store.conn.execute("PRAGMA cache_size").fetchone()[0] == -1234
+    assert gc.isenabled()
 
 
 def _merge_many_against_merge_into(seed: int) -> None:

@@ -20,6 +20,7 @@ during an operation are cached until the next tick or the next refresh.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import os
@@ -92,8 +93,13 @@ def _fresh() -> list[Any]:
     return [None, None, None, 0]
 
 
+#: What ``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
+#: would build at every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
@@ -263,10 +269,12 @@ def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dens
 def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
     """Sorted ``ids`` with ``held``'s rowids added (True) or removed (False)."""
     if len(held) > 32:
-        merged = set(ids)
-        merged.update(r for r, on in held.items() if on)
-        merged.difference_update(r for r, on in held.items() if not on)
-        return sorted(merged)
+        added = sorted(r for r, on in held.items() if on)
+        removed = {r for r, on in held.items() if not on}
+        kept = [r for r in ids if r not in removed] if removed else list(ids)
+        if added and kept and added[0] <= kept[-1]:
+            return sorted(set(kept).union(added))
+        return kept + added  # new rows (a merge's heirs) come after every old one
     for rowid, on in held.items():
         at = bisect_left(ids, rowid)
         present = at < len(ids) and ids[at] == rowid
@@ -299,6 +307,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
     new_stamp(conn)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
+        packed: dict[int, str] = {}  # token id -> token, for the packs read below
         for token, token_id, df, dense in conn.execute(
             f"SELECT token, id, df, dense FROM tokens WHERE token IN ({marks})", part
         ).fetchall():
@@ -310,17 +319,27 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
                 _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
                 _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
             else:
-                row = conn.execute(
-                    "SELECT ids FROM packs WHERE token_id = ?", (token_id,)
-                ).fetchone()
-                ids = _changed(unpack_ids(row[0]) if row else array("I"), held)
-                if ids:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)",
-                        (token_id, pack_ids(ids)),
-                    )
-                elif row:
-                    conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
+                packed[token_id] = token
+        if not packed:
+            continue
+        # The packs of this part: read in one query, written in two statements.
+        marks = ",".join("?" * len(packed))
+        blobs = dict(
+            conn.execute(
+                f"SELECT token_id, ids FROM packs WHERE token_id IN ({marks})", list(packed)
+            )
+        )
+        writes: list[tuple[int, bytes]] = []
+        gone: list[tuple[int]] = []
+        for token_id, token in packed.items():
+            blob = blobs.get(token_id)
+            ids = _changed(unpack_ids(blob) if blob is not None else array("I"), changes[token])
+            if ids:
+                writes.append((token_id, pack_ids(ids)))
+            elif blob is not None:
+                gone.append((token_id,))
+        conn.executemany("INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)", writes)
+        conn.executemany("DELETE FROM packs WHERE token_id = ?", gone)
 
 
 def block_bits(
@@ -367,16 +386,68 @@ def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[
     return out
 
 
-def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -> None:
+#: ``_unindex_many`` deletes postings by scanning the whole table when the rows it
+#: unindexes are at least this share of the living ones (per posting, a scan costs
+#: about a fifth of a probe by key).
+SCAN_SHARE = 1 / 6
+
+
+#: The page cache (KiB) while merges are written: they touch most pages of the
+#: entries and the index, and SQLite's default (2 MiB) would spill them to the
+#: journal and read them back several times before the commit.
+BULK_CACHE_KIB = 256 << 10
+
+
+@contextlib.contextmanager
+def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
+    """Pause the cyclic garbage collector (the writes allocate millions of small
+    containers, freed by reference counting, while the whole store is in memory)
+    and, on SQLite, let the page cache grow to ``BULK_CACHE_KIB``."""
+    paused = gc.isenabled()
+    gc.disable()
+    cache = None
+    if isinstance(conn, sqlite3.Connection):
+        (cache,) = conn.execute("PRAGMA cache_size").fetchone()
+        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        if cache is not None:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        if paused:
+            gc.enable()
+
+
+def _unindex_many(
+    conn: sqlite3.Connection,
+    rows: list[tuple[int, list[str]]],
+    living: int = 0,
+    holders: Mapping[str, list[int]] | None = None,
+) -> None:
     """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
 
-    The token ids are looked up once, the postings deleted in index order, and
-    each token's ``df`` lowered once by its count.
+    Each token's ``df`` is lowered once by its count (the length of its list in
+    ``holders``, when the caller has them by token). The postings go by key, in
+    index order, or, when the rows are a large share of the ``living`` (SQLite),
+    in one pass over the table.
     """
     counts: Counter[str] = Counter()
-    for _rowid, toks in rows:
-        counts.update(toks)
+    if holders is not None:
+        counts.update({t: len(rowids) for t, rowids in holders.items()})
+    else:
+        for _rowid, toks in rows:
+            counts.update(toks)
     if not counts:
+        return
+    if isinstance(conn, sqlite3.Connection) and len(rows) >= living * SCAN_SHARE:
+        conn.execute(
+            "DELETE FROM postings WHERE entry_rowid IN (SELECT value FROM json_each(?))",
+            (_dumps([rowid for rowid, _ in rows]),),
+        )
+        conn.executemany(
+            "UPDATE tokens SET df = df - ? WHERE token = ?",
+            sorted((n, t) for t, n in counts.items()),
+        )
         return
     ids: dict[str, int] = {}
     for chunk in _chunks(list(counts)):
@@ -385,9 +456,10 @@ def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, list[str]]]) -
             f"SELECT id, token FROM tokens WHERE token IN ({marks})", chunk
         ):
             ids[str(token)] = int(token_id)
+    keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks if t in ids])
     conn.executemany(
         "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ?",
-        sorted((ids[t], rowid) for rowid, toks in rows for t in toks if t in ids),
+        [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
     )
     conn.executemany(
         "UPDATE tokens SET df = df - ? WHERE id = ?",
@@ -976,7 +1048,7 @@ class SqlStore(MemoryStore):
         """
         done: list[tuple[MemoryEntry, float]] = []
         buried: list[MemoryEntry] = []
-        with self.deferred_lists():  # each changed token's pack or bits rewritten once
+        with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
             self._merging = buried
             try:
                 for heir, member_ids in merges:
@@ -1056,10 +1128,17 @@ class SqlStore(MemoryStore):
             "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
             list(counts.items()),
         )
+        ids: dict[str, int] = {}
+        for part in _chunks(list(counts)):
+            marks = ",".join("?" * len(part))
+            for token, token_id in conn.execute(
+                f"SELECT token, id FROM tokens WHERE token IN ({marks})", part
+            ):
+                ids[str(token)] = int(token_id)
+        keys = sorted([ids[t] << 32 | r for r, t in postings])
         conn.executemany(
-            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
-            "SELECT id, ? FROM tokens WHERE token = ?",
-            postings,
+            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) VALUES (?, ?)",
+            [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
         )
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
@@ -1113,12 +1192,23 @@ class SqlStore(MemoryStore):
         postings = [
             (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
         ]
-        _unindex_many(conn, postings)
+        holders: dict[str, list[int]] = {}  # token -> the unindexed rows holding it
+        for rowid, toks in postings:
+            for t in toks:
+                held = holders.get(t)
+                if held is None:
+                    holders[t] = [rowid]
+                else:
+                    held.append(rowid)
+        _unindex_many(conn, postings, len(self), holders)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else {}
-            for rowid, toks in postings:
-                for t in toks:
-                    changes.setdefault(t, {})[rowid] = False
+            for t, rowids in holders.items():
+                before = changes.get(t)
+                if before is None:
+                    changes[t] = dict.fromkeys(rowids, False)
+                else:
+                    before.update(dict.fromkeys(rowids, False))
             if self._deferred is None:
                 apply_list_changes(conn, changes)
         if postings:
