@@ -557,8 +557,9 @@ def _jaccard_partners(
 
     ``growing``: the caller's ``skip`` only ever gains entries from one call to the
     next (the greedy pass: anchors done and members taken). Then its entries are
-    taken out of the lists now and then (whenever a sixteenth of the rest has joined
-    it), so that later searches do not meet them again and again.
+    taken out of the long lists now and then (whenever a sixty-fourth of the store has
+    joined it since the last time), so that later searches do not meet them again and
+    again.
 
     A set-similarity join (prefix, size and positional filters, as in AllPairs and
     PPJoin, with the two-token prefix of AdaptJoin). Tokens are put in one global
