@@ -386,6 +386,18 @@ def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[
     return out
 
 
+def _token_ids_of(conn: sqlite3.Connection, tokens: list[str]) -> dict[str, int]:
+    """The ids of those of ``tokens`` the tokens table holds, read in chunks."""
+    ids: dict[str, int] = {}
+    for part in _chunks(tokens):
+        marks = ",".join("?" * len(part))
+        for token, token_id in conn.execute(
+            f"SELECT token, id FROM tokens WHERE token IN ({marks})", part
+        ):
+            ids[str(token)] = int(token_id)
+    return ids
+
+
 #: ``_unindex_many`` deletes postings by scanning the whole table when the rows it
 #: unindexes are at least this share of the living ones (per posting, a scan costs
 #: about a fifth of a probe by key).
@@ -449,13 +461,7 @@ def _unindex_many(
             sorted((n, t) for t, n in counts.items()),
         )
         return
-    ids: dict[str, int] = {}
-    for chunk in _chunks(list(counts)):
-        marks = ",".join("?" * len(chunk))
-        for token_id, token in conn.execute(
-            f"SELECT id, token FROM tokens WHERE token IN ({marks})", chunk
-        ):
-            ids[str(token)] = int(token_id)
+    ids = _token_ids_of(conn, list(counts))
     keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks if t in ids])
     conn.executemany(
         "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ?",
@@ -1128,13 +1134,7 @@ class SqlStore(MemoryStore):
             "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
             list(counts.items()),
         )
-        ids: dict[str, int] = {}
-        for part in _chunks(list(counts)):
-            marks = ",".join("?" * len(part))
-            for token, token_id in conn.execute(
-                f"SELECT token, id FROM tokens WHERE token IN ({marks})", part
-            ):
-                ids[str(token)] = int(token_id)
+        ids = _token_ids_of(conn, list(counts))
         keys = sorted([ids[t] << 32 | r for r, t in postings])
         conn.executemany(
             "INSERT OR IGNORE INTO postings (token_id, entry_rowid) VALUES (?, ?)",
