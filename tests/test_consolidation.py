@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from typing import Any
@@ -110,6 +111,102 @@ def test_jaccard_partners_with_a_growing_skip(
         skip.update(got)
         # and now and then an entry the pass set aside for another reason
         skip.update(j for j in range(size) if rnd.random() < 0.05)
+
+
+def _weights(sets: list[frozenset[str]]) -> dict[str, float]:
+    """The rarity weights ``_weighted_partners`` gives these sets' tokens."""
+    df: dict[str, int] = {}
+    for ts in sets:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    return {t: math.log(1.0 + len(sets) / (1.0 + c)) for t, c in df.items()}
+
+
+def _weighted(a: frozenset[str], b: frozenset[str], w: dict[str, float]) -> float:
+    """The pairwise definition (``test_index._weighted_pairwise``'s expression)."""
+    inter = math.fsum(w[t] for t in a & b)
+    return inter / (math.fsum(w[t] for t in a) + math.fsum(w[t] for t in b) - inter)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 90),
+    st.floats(0.05, 1.0),
+    st.sampled_from([1, 3, 64]),
+    st.sampled_from([0, 10**9]),
+)
+def test_weighted_partners_equal_the_pairwise_scan(
+    seed: int, size: int, threshold: float, common: int, bounded: int
+) -> None:
+    """Every partner under the rarity-weighted rule, and nothing else, for any skips.
+
+    ``common`` as above; ``bounded``: from how many candidates the shared counts bound
+    the shared mass (0: always, 10**9: never).
+    """
+    from darwin_memo.consolidate import _weighted_partners
+
+    module = sys.modules["darwin_memo.consolidate"]
+    rnd = random.Random(seed)
+    sets = _templated_sets(rnd, size)
+    w = _weights(sets)
+    kept = module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES
+    module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = common, bounded
+    try:
+        partners = _weighted_partners(sets, threshold)
+        for i in range(size):
+            skip = {j for j in range(size) if rnd.random() < 0.2}
+            want = [
+                j
+                for j in range(size)
+                if j != i and j not in skip and sets[i] and sets[j]
+                if _weighted(sets[i], sets[j], w) >= threshold
+            ]
+            assert partners(i, skip) == want
+    finally:
+        module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = kept
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 160),
+    st.floats(0.05, 1.0),
+    st.sampled_from([3, 64]),
+    st.sampled_from([0, 16]),
+)
+def test_weighted_partners_with_a_growing_skip(
+    seed: int, size: int, threshold: float, common: int, bounded: int
+) -> None:
+    """The greedy pass under the weighted rule, its lists compacted as the skips grow."""
+    from darwin_memo.consolidate import _weighted_partners
+
+    module = sys.modules["darwin_memo.consolidate"]
+    rnd = random.Random(seed)
+    sets = _templated_sets(rnd, size)
+    w = _weights(sets)
+    kept = module.COMMON_TOKEN_SETS, module.COMPACTED_LIST, module.BOUNDED_CANDIDATES
+    module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = common, bounded
+    module.COMPACTED_LIST = 1 if seed % 2 else 4  # compact the short lists too
+    try:
+        partners = _weighted_partners(sets, threshold, growing=True)
+        skip: set[int] = set()
+        for i in range(size):
+            if i in skip:
+                continue
+            skip.add(i)
+            want = [
+                j
+                for j in range(size)
+                if j not in skip and sets[i] and sets[j]
+                if _weighted(sets[i], sets[j], w) >= threshold
+            ]
+            got = partners(i, skip)
+            assert got == want
+            skip.update(got)
+            skip.update(j for j in range(size) if rnd.random() < 0.05)
+    finally:
+        module.COMMON_TOKEN_SETS, module.COMPACTED_LIST, module.BOUNDED_CANDIDATES = kept
 
 
 @settings(max_examples=120, deadline=None)

@@ -18,6 +18,7 @@ import gc
 import itertools
 import math
 import operator
+from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 
@@ -231,7 +232,7 @@ def _gather(
     if found.settled is not None and found.settle is not None:
         return _as_entries(found, _gather_settled(found, threshold))
     if weighted:
-        partners = _weighted_partners(tokens, threshold)
+        partners = _weighted_partners(tokens, threshold, growing=True)
     else:
         partners = _jaccard_partners(tokens, threshold, growing=True)
     consumed: set[int] = set()
@@ -701,6 +702,22 @@ def _overlaps(
     memory. ``members`` (default: every set) are the sets ``js`` may name; ``i`` may
     be any set whose ``ordered`` row is filled in by the time it asks.
     """
+    parts = _overlap_parts(ordered, counts, members)[0]
+
+    def overlaps(i: int, js: list[int]) -> Iterator[int]:
+        rare, ones = parts(i, js)
+        return ones if rare is None else map(operator.add, rare, ones)
+
+    return overlaps
+
+
+def _overlap_parts(
+    ordered: Sequence[list[int]], counts: list[int], members: Iterable[int] | None = None
+) -> tuple[Callable[[int, list[int]], tuple[Iterator[int] | None, Iterator[int]]], int]:
+    """``_overlaps`` in two parts: ``parts(i, js)`` gives the shared counts of the rare
+    tokens (None when ``i`` has none) and of the common ones (the bits), and the first
+    rank that is a bit.
+    """
     common = bisect.bisect_left(counts, COMMON_TOKEN_SETS)  # ranks from here are bits
     top = len(counts) - 1
     value = [0] * common + [1 << (top - r) for r in range(common, top + 1)]  # each rank's bit
@@ -720,7 +737,7 @@ def _overlaps(
         bits[j] = sum(map(value.__getitem__, seq[cut:]))
     zeros = itertools.repeat(0)
 
-    def overlaps(i: int, js: list[int]) -> Iterator[int]:
+    def parts(i: int, js: list[int]) -> tuple[Iterator[int] | None, Iterator[int]]:
         mine = rare[i]
         mask = bits[i]
         if mine is None:  # not a member: split its tokens now
@@ -730,13 +747,13 @@ def _overlaps(
             mask = sum(map(value.__getitem__, seq[cut:]))
         ones = map(int.bit_count, map(mask.__and__, map(bits.__getitem__, js)))
         if not mine:
-            return ones
+            return None, ones
         shared = Counter(
             itertools.chain.from_iterable(map(holders.get, mine, itertools.repeat(())))
         )
-        return map(operator.add, map(shared.get, js, zeros), ones)
+        return map(shared.get, js, zeros), ones
 
-    return overlaps
+    return parts, common
 
 
 class _NeededOverlaps(dict[int, list[int]]):
@@ -767,50 +784,163 @@ class _NeededOverlaps(dict[int, list[int]]):
 
 
 def _weighted_partners(
-    tokens: list[frozenset[str]], threshold: float
+    tokens: list[frozenset[str]], threshold: float, growing: bool = False
 ) -> Callable[[int, set[int]], list[int]]:
-    """``partners(i, skip)`` under rarity-weighted Jaccard (prefix and size filters on mass).
+    """``partners(i, skip)`` under rarity-weighted Jaccard: each j not in ``skip``
+    (ascending, ``i`` left out) whose weighted similarity with ``i`` reaches ``threshold``.
 
-    A partner missing every token of ``i``'s rarest-first prefix (the tokens whose
-    weight is needed to reach ``t`` of its mass) could not reach the threshold.
+    A token held by ``c`` of the ``n`` sets weighs ``log(1 + n / (1 + c))``; a set's
+    mass is the sum of its weights, and two sets reach the threshold when their shared
+    mass ``s`` gives ``s / (|a| + |b| - s) >= t``, that is ``s >= alpha = t (|a| + |b|) /
+    (1 + t)``, which is at least ``t`` times either mass.
+
+    Prefix and positional filters on mass, as ``_jaccard_partners`` does on counts.
+    Tokens are put in one global order, heaviest (rarest) first. Every shared token
+    lies at or after the first one the two sets share, so the mass a set has left from
+    that token on (its *room* there) is at least ``alpha`` in both. Only the positions
+    whose room reaches ``t`` times the set's mass (its prefix) are indexed, each token's
+    entries ordered by how much partner mass they leave room for (``room - alpha``'s
+    share of the entry's own mass); a set probes with its own prefix, takes only the
+    entries leaving room for its mass, and of those only the partners whose mass its
+    own room allows. Candidates are compared exactly (``math.fsum`` of the shared
+    weights, the pairwise definition's expression). Every bound is rounded towards
+    keeping a pair.
     """
-    df: dict[str, int] = {}
-    for ts in tokens:
-        for t in ts:
-            df[t] = df.get(t, 0) + 1
-    postings: dict[str, list[int]] = {}
-    for i, ts in enumerate(tokens):
-        for t in ts:
-            postings.setdefault(t, []).append(i)
     n = len(tokens)
+    df = Counter(itertools.chain.from_iterable(tokens))
     weight = {t: math.log(1.0 + n / (1.0 + c)) for t, c in df.items()}
-    mass = [math.fsum(weight[t] for t in ts) for ts in tokens]
+    mass = [math.fsum(map(weight.__getitem__, ts)) for ts in tokens]
+    if threshold <= 0:
+        # Every pair reaches a threshold of zero (sets that share nothing score 0).
+        def everyone(i: int, skip: set[int]) -> list[int]:
+            return [j for j in range(n) if j != i and j not in skip and tokens[j]]
+
+        return everyone
+    names = sorted(df, key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(names)}
+    by_rank = [weight[t] for t in names]
+    counts = [df[t] for t in names]
+    del names
+    ratio = threshold / (1.0 + threshold)
+    shrink, grow = 1 - 1e-9, 1 + 1e-9
+    #: each set's tokens as ranks (heaviest first) and its room at each position
+    ordered: list[list[int]] = []
+    rooms: list[list[float]] = []
+    staged: dict[int, list[tuple[float, int]]] = {}
+    for j, ts in enumerate(tokens):
+        seq = sorted(map(rank.__getitem__, ts))
+        room = list(itertools.accumulate(map(by_rank.__getitem__, reversed(seq))))
+        room.reverse()
+        ordered.append(seq)
+        rooms.append(room)
+        floor = threshold * mass[j] * shrink
+        own = ratio * mass[j] * shrink
+        for r, left in zip(seq, room, strict=True):
+            if left * grow < floor:
+                break  # the prefix ends here
+            # the partner mass this entry leaves room for, times ratio
+            entry = (own - left * grow, j)
+            listed = staged.get(r)
+            if listed is None:
+                staged[r] = [entry]
+            else:
+                listed.append(entry)
+    del rank
+    #: token -> (minus room left, ascending; members aligned; their masses aligned)
+    index: dict[int, tuple[list[float], list[int], array[float]]] = {}
+    for r, listed in staged.items():
+        if len(listed) < 2:
+            continue  # a token in one prefix only pairs nobody
+        listed.sort()
+        members = [j for _, j in listed]
+        index[r] = ([key for key, _ in listed], members, array("d", map(mass.__getitem__, members)))
+    del staged
+    bisect_right = bisect.bisect_right
+    # How many rare and common tokens two sets share, counted in C loops (``_overlaps``):
+    # o shared rare tokens weigh at most the o heaviest rare ones of the anchor that some
+    # other set holds too, and the same for the common ones.
+    parts, common = _overlap_parts(ordered, counts)
+    unique = bisect.bisect_right(counts, 1)  # ranks below this are held by one set
+    del counts
+
+    def heaviest(seq: list[int], start: int, stop: int) -> list[float]:
+        first, last = bisect.bisect_left(seq, start), bisect.bisect_left(seq, stop)
+        return [0.0, *itertools.accumulate(map(by_rank.__getitem__, seq[first:last]))]
+
+    end = len(by_rank)
+    heaviest_rare = [heaviest(seq, unique, common) for seq in ordered]
+    heaviest_common = [heaviest(seq, common, end) for seq in ordered]
+    # With a growing skip, its entries are taken out of the lists now and then.
+    seen: set[int] = set()
+    alive = bytearray(b"\x01") * n
+    long_lists = [r for r, (_, members, _) in index.items() if len(members) >= COMPACTED_LIST]
+
+    def drop(skip: set[int]) -> None:
+        gone = skip - seen
+        seen.update(gone)
+        for j in gone:
+            alive[j] = 0
+        flags_of = alive.__getitem__
+        for r in long_lists:
+            keys, members, masses = index[r]
+            flags = bytes(map(flags_of, members))
+            if (len(flags) - flags.count(1)) * 8 >= len(flags):
+                index[r] = (
+                    list(itertools.compress(keys, flags)),
+                    list(itertools.compress(members, flags)),
+                    array("d", itertools.compress(masses, flags)),
+                )
 
     def partners(i: int, skip: set[int]) -> list[int]:
-        ta = tokens[i]
-        size = mass[i]
-        prefix: list[str] = []
-        left = size
-        for t in sorted(ta, key=lambda t: (df[t], t)):
-            if left < threshold * size - 1e-9 * size:
-                break
-            prefix.append(t)
-            left -= weight[t]
+        if growing and (len(skip) - len(seen)) * 64 > n:
+            drop(skip)
+        seq, room, mx = ordered[i], rooms[i], mass[i]
+        floor = threshold * mx * shrink
+        lo, hi = floor, mx / threshold * grow
+        need = -(ratio * mx * shrink)  # entries leaving room for mx: key <= need
         found: set[int] = set()
-        for t in prefix:
-            found.update(postings[t])
-        found -= skip
-        out = []
-        for j in sorted(found):
-            slack = 1e-9 * (size + mass[j])
-            if threshold * size > mass[j] + slack or mass[j] > size / threshold + slack:
+        for r, left in zip(seq, room, strict=True):
+            if left * grow < floor:
+                break
+            listed = index.get(r)
+            if listed is None:
                 continue
-            inter = math.fsum(weight[t] for t in ta & tokens[j])
-            if inter / (size + mass[j] - inter) >= threshold:
+            keys, members, masses = listed
+            cut = bisect_right(keys, need)
+            if not cut:
+                continue
+            # this token's room bounds the partner's mass: my <= left / ratio - mx
+            top = min(hi, left / ratio - mx + 1e-9 * (left / ratio + mx))
+            found.update(
+                [y for y, my in zip(members[:cut], masses[:cut], strict=True) if lo <= my <= top]
+            )
+        found -= skip
+        found.discard(i)
+        if not found:
+            return []
+        cands: Iterable[int] = sorted(found)
+        if len(found) >= BOUNDED_CANDIDATES:
+            # Ruled out in C loops: the shared count's heaviest possible mass falls short.
+            rare, ones = parts(i, cands)
+            bounds = map(heaviest_common[i].__getitem__, ones)
+            if rare is not None:
+                bounds = map(operator.add, map(heaviest_rare[i].__getitem__, rare), bounds)
+            bounds = map(grow.__mul__, bounds)
+            alphas = map((ratio * shrink).__mul__, map(mx.__add__, map(mass.__getitem__, cands)))
+            cands = itertools.compress(cands, map(operator.ge, bounds, alphas))
+        mine = tokens[i]
+        out = []
+        for j in cands:
+            inter = math.fsum(map(weight.__getitem__, mine & tokens[j]))
+            if inter / (mx + mass[j] - inter) >= threshold:
                 out.append(j)
         return out
 
     return partners
+
+
+#: ``_weighted_partners`` bounds the shared mass by the shared count from this many candidates.
+BOUNDED_CANDIDATES = 16
 
 
 def _groups_pairwise(
