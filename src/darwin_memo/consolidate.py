@@ -918,16 +918,20 @@ def _weighted_partners(
         found.discard(i)
         if not found:
             return []
-        cands: Iterable[int] = sorted(found)
-        if len(found) >= BOUNDED_CANDIDATES:
-            # Ruled out in C loops: the shared count's heaviest possible mass falls short.
-            rare, ones = parts(i, cands)
+        ascending = sorted(found)
+        cands: Iterable[int] = ascending
+        if len(ascending) >= BOUNDED_CANDIDATES:
+            # Ruled out in C loops: the mass the shared counts could weigh at most (their
+            # heaviest rare and common tokens of the anchor) falls short of alpha.
+            rare, ones = parts(i, ascending)
             bounds = map(heaviest_common[i].__getitem__, ones)
             if rare is not None:
                 bounds = map(operator.add, map(heaviest_rare[i].__getitem__, rare), bounds)
             bounds = map(grow.__mul__, bounds)
-            alphas = map((ratio * shrink).__mul__, map(mx.__add__, map(mass.__getitem__, cands)))
-            cands = itertools.compress(cands, map(operator.ge, bounds, alphas))
+            alphas = map(
+                (ratio * shrink).__mul__, map(mx.__add__, map(mass.__getitem__, ascending))
+            )
+            cands = itertools.compress(ascending, map(operator.ge, bounds, alphas))
         mine = tokens[i]
         out = []
         for j in cands:
