@@ -12,7 +12,8 @@ member ids), which must not change when the implementation does. ``--profile N``
 also prints the N costliest functions (cProfile; it inflates the figures).
 ``--ticks N`` runs N consolidating ticks in a row, each from a freshly opened ledger,
 and prints one line per tick (the fingerprint covers every merge so far): the first
-consolidation of a store, then the ones after it.
+consolidation of a store, then the ones after it. ``--similarity weighted`` ticks under
+the rarity-weighted merge rule instead of the published one.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def main() -> None:
     parser.add_argument(
         "--ticks", type=int, default=1, help="consolidating ticks in a row, each reported"
     )
+    parser.add_argument(
+        "--similarity",
+        choices=("jaccard", "weighted"),
+        default="jaccard",
+        help="the merge rule (SurvivalConfig.merge_similarity)",
+    )
     args = parser.parse_args()
 
     import darwin_memo.consolidate  # noqa: F401  (the module, not the function)
@@ -71,6 +78,7 @@ def main() -> None:
         shutil.copy(args.store, path)
         ledger = Ledger.open(path, create=False)
         ledger.config.consolidate_every = 1
+        ledger.config.merge_similarity = args.similarity
         profiler = None
         if args.profile:
             import cProfile
@@ -81,6 +89,7 @@ def main() -> None:
                 ledger.close()
                 ledger = Ledger.open(path, create=False)
                 ledger.config.consolidate_every = 1
+                ledger.config.merge_similarity = args.similarity
             spent.clear()
             if profiler is not None:
                 profiler.enable()

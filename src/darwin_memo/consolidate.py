@@ -864,12 +864,11 @@ def _weighted_partners(
     del counts
 
     def heaviest(seq: list[int], start: int, stop: int) -> list[float]:
+        """The running sums of the weights of ``seq``'s ranks in [start, stop)."""
         first, last = bisect.bisect_left(seq, start), bisect.bisect_left(seq, stop)
         return [0.0, *itertools.accumulate(map(by_rank.__getitem__, seq[first:last]))]
 
     end = len(by_rank)
-    heaviest_rare = [heaviest(seq, unique, common) for seq in ordered]
-    heaviest_common = [heaviest(seq, common, end) for seq in ordered]
     # With a growing skip, its entries are taken out of the lists now and then.
     seen: set[int] = set()
     alive = bytearray(b"\x01") * n
@@ -924,9 +923,10 @@ def _weighted_partners(
             # Ruled out in C loops: the mass the shared counts could weigh at most (their
             # heaviest rare and common tokens of the anchor) falls short of alpha.
             rare, ones = parts(i, ascending)
-            bounds = map(heaviest_common[i].__getitem__, ones)
+            bounds = map(heaviest(seq, common, end).__getitem__, ones)
             if rare is not None:
-                bounds = map(operator.add, map(heaviest_rare[i].__getitem__, rare), bounds)
+                heavy = heaviest(seq, unique, common)
+                bounds = map(operator.add, map(heavy.__getitem__, rare), bounds)
             bounds = map(grow.__mul__, bounds)
             alphas = map(
                 (ratio * shrink).__mul__, map(mx.__add__, map(mass.__getitem__, ascending))
