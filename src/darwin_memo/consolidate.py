@@ -798,13 +798,16 @@ def _weighted_partners(
     Tokens are put in one global order, heaviest (rarest) first. Every shared token
     lies at or after the first one the two sets share, so the mass a set has left from
     that token on (its *room* there) is at least ``alpha`` in both. Only the positions
-    whose room reaches ``t`` times the set's mass (its prefix) are indexed, each token's
-    entries ordered by how much partner mass they leave room for (``room - alpha``'s
-    share of the entry's own mass); a set probes with its own prefix, takes only the
-    entries leaving room for its mass, and of those only the partners whose mass its
-    own room allows. Candidates are compared exactly (``math.fsum`` of the shared
-    weights, the pairwise definition's expression). Every bound is rounded towards
-    keeping a pair.
+    whose room reaches ``t`` times the set's mass (its prefix) are indexed. An entry
+    (set ``b``, room ``R`` there) leaves room for a partner of mass ``|a|`` when ``R >=
+    t (|a| + |b|) / (1 + t)``, so each token's entries are ordered by ``t |b| / (1 + t) -
+    R`` and a set probes with its own prefix, takes the entries up to its own bound
+    (one bisection; they all weigh at least ``t |a|``), and of those the partners whose
+    mass its own room there allows. Before weighing a candidate, the numbers of rare
+    and common tokens the two share (``_overlap_parts``) bound the shared mass by the
+    anchor's heaviest tokens of each kind. Candidates left are compared exactly
+    (``math.fsum`` of the shared weights, the pairwise definition's expression). Every
+    bound is rounded towards keeping a pair.
     """
     n = len(tokens)
     df = Counter(itertools.chain.from_iterable(tokens))
@@ -895,7 +898,7 @@ def _weighted_partners(
             drop(skip)
         seq, room, mx = ordered[i], rooms[i], mass[i]
         floor = threshold * mx * shrink
-        lo, hi = floor, mx / threshold * grow
+        hi = mx / threshold * grow
         need = -(ratio * mx * shrink)  # entries leaving room for mx: key <= need
         found: set[int] = set()
         for r, left in zip(seq, room, strict=True):
@@ -908,10 +911,12 @@ def _weighted_partners(
             cut = bisect_right(keys, need)
             if not cut:
                 continue
-            # this token's room bounds the partner's mass: my <= left / ratio - mx
+            # This token's room bounds the partner's mass: my <= left / ratio - mx. (The
+            # cut already keeps those of at least t mx: their room, at most their mass,
+            # reaches ratio (mx + my).)
             top = min(hi, left / ratio - mx + 1e-9 * (left / ratio + mx))
             found.update(
-                [y for y, my in zip(members[:cut], masses[:cut], strict=True) if lo <= my <= top]
+                [y for y, my in zip(members[:cut], masses[:cut], strict=True) if my <= top]
             )
         found -= skip
         found.discard(i)
@@ -923,7 +928,7 @@ def _weighted_partners(
             # Ruled out in C loops: the mass the shared counts could weigh at most (their
             # heaviest rare and common tokens of the anchor) falls short of alpha.
             rare, ones = parts(i, ascending)
-            bounds = map(heaviest(seq, common, end).__getitem__, ones)
+            bounds = map(heaviest(seq, max(common, unique), end).__getitem__, ones)
             if rare is not None:
                 heavy = heaviest(seq, unique, common)
                 bounds = map(operator.add, map(heavy.__getitem__, rare), bounds)
