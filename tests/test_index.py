@@ -370,3 +370,15 @@ def test_code_search_equals_the_published_scan(
     want = _published_top(docs, qtokens, floor, k)
     assert sorted(got) == sorted(want)  # same keys, bit-identical scores
     assert all(n > 0 for n in calls)
+
+
+def test_weighted_rule_at_threshold_zero_groups_every_lesson_with_words() -> None:
+    """A threshold of 0 is reached by every pair; an entry with no words joins nobody."""
+    from darwin_memo.consolidate import merge_groups
+
+    store = MemoryStore()
+    for text in ("restart the worker", "rotate the logs", "purge the cache", "?!"):
+        store.add(MemoryEntry(text, ""))
+    merges = merge_groups(store, 1, threshold=0.0, similarity="weighted")
+    assert len(merges) == 1 and len(merges[0].members) == 3
+    assert sorted(e.question for e in store.alive()) == ["?!", "restart the worker"]

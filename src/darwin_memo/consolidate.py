@@ -89,16 +89,17 @@ def _groups(
     """The published greedy clustering; lexical stores find partners through an index."""
     from .retrieval import LexicalRetriever
 
-    if isinstance(store.retriever, LexicalRetriever) and threshold > 0:
+    weighted = similarity == "weighted"
+    if isinstance(store.retriever, LexicalRetriever) and (threshold > 0 or weighted):
         return _groups_indexed(
             store,
             store.retriever,
             threshold,
             exclude,
             source_policy,
-            weighted=similarity == "weighted",
+            weighted=weighted,
         )
-    if similarity == "weighted":
+    if weighted:
         raise ValueError("merge similarity 'weighted' needs the lexical retriever")
     return _groups_pairwise(store, threshold, exclude, source_policy)
 
