@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,6 +41,20 @@ def _templated_sets(rnd: random.Random, size: int) -> list[frozenset[str]]:
     return sets
 
 
+@contextlib.contextmanager
+def _constants(**values: int) -> Iterator[None]:
+    """The join's tuning constants (``darwin_memo.consolidate``) set, then put back."""
+    module = sys.modules["darwin_memo.consolidate"]
+    kept = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(module, name, value)
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
@@ -56,15 +72,10 @@ def test_jaccard_partners_equal_the_pairwise_scan(
     """
     from darwin_memo.consolidate import _jaccard_partners
 
-    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
-    kept = module.COMMON_TOKEN_SETS
-    module.COMMON_TOKEN_SETS = common
-    try:
+    with _constants(COMMON_TOKEN_SETS=common):
         partners = _jaccard_partners(sets, threshold)
-    finally:
-        module.COMMON_TOKEN_SETS = kept
     for i in range(size):
         skip = {j for j in range(size) if rnd.random() < 0.2}
         want = [
@@ -86,16 +97,11 @@ def test_jaccard_partners_with_a_growing_skip(
     lists drop as they go: still every partner and nothing else, call after call."""
     from darwin_memo.consolidate import _jaccard_partners
 
-    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
-    kept = module.COMMON_TOKEN_SETS, module.COMPACTED_LIST
-    module.COMMON_TOKEN_SETS = common
-    module.COMPACTED_LIST = 1 if seed % 2 else 4  # compact the short lists too
-    try:
+    # COMPACTED_LIST: compact the short lists too
+    with _constants(COMMON_TOKEN_SETS=common, COMPACTED_LIST=1 if seed % 2 else 4):
         partners = _jaccard_partners(sets, threshold, growing=True)
-    finally:
-        module.COMMON_TOKEN_SETS, module.COMPACTED_LIST = kept
     skip: set[int] = set()
     for i in range(size):
         if i in skip:
@@ -146,13 +152,10 @@ def test_weighted_partners_equal_the_pairwise_scan(
     """
     from darwin_memo.consolidate import _weighted_partners
 
-    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
     w = _weights(sets)
-    kept = module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES
-    module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = common, bounded
-    try:
+    with _constants(COMMON_TOKEN_SETS=common, BOUNDED_CANDIDATES=bounded):
         partners = _weighted_partners(sets, threshold)
         for i in range(size):
             skip = {j for j in range(size) if rnd.random() < 0.2}
@@ -163,8 +166,6 @@ def test_weighted_partners_equal_the_pairwise_scan(
                 if _weighted(sets[i], sets[j], w) >= threshold
             ]
             assert partners(i, skip) == want
-    finally:
-        module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = kept
 
 
 @settings(max_examples=80, deadline=None)
@@ -181,14 +182,11 @@ def test_weighted_partners_with_a_growing_skip(
     """The greedy pass under the weighted rule, its lists compacted as the skips grow."""
     from darwin_memo.consolidate import _weighted_partners
 
-    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
     w = _weights(sets)
-    kept = module.COMMON_TOKEN_SETS, module.COMPACTED_LIST, module.BOUNDED_CANDIDATES
-    module.COMMON_TOKEN_SETS, module.BOUNDED_CANDIDATES = common, bounded
-    module.COMPACTED_LIST = 1 if seed % 2 else 4  # compact the short lists too
-    try:
+    compact = 1 if seed % 2 else 4  # compact the short lists too
+    with _constants(COMMON_TOKEN_SETS=common, COMPACTED_LIST=compact, BOUNDED_CANDIDATES=bounded):
         partners = _weighted_partners(sets, threshold, growing=True)
         skip: set[int] = set()
         for i in range(size):
@@ -205,8 +203,6 @@ def test_weighted_partners_with_a_growing_skip(
             assert got == want
             skip.update(got)
             skip.update(j for j in range(size) if rnd.random() < 0.05)
-    finally:
-        module.COMMON_TOKEN_SETS, module.COMPACTED_LIST, module.BOUNDED_CANDIDATES = kept
 
 
 @settings(max_examples=120, deadline=None)
@@ -227,16 +223,11 @@ def test_pairs_touching_equal_the_pairwise_scan(
     """
     from darwin_memo.consolidate import _pairs_touching
 
-    module = sys.modules["darwin_memo.consolidate"]
     rnd = random.Random(seed)
     sets = _templated_sets(rnd, size)
     targets = sorted(rnd.sample(range(size), k=rnd.randint(0, size)))
-    kept = module.COMMON_TOKEN_SETS, module.FEW_TARGETS
-    module.COMMON_TOKEN_SETS, module.FEW_TARGETS = common, few
-    try:
+    with _constants(COMMON_TOKEN_SETS=common, FEW_TARGETS=few):
         near = _pairs_touching(sets, targets, threshold)
-    finally:
-        module.COMMON_TOKEN_SETS, module.FEW_TARGETS = kept
     chosen = set(targets)
     want: dict[int, set[int]] = {}
     for i in range(size):

@@ -637,11 +637,7 @@ def _jaccard_partners(
     del staged
 
     needs = _NeededOverlaps(max(set_size, default=0), threshold)
-    # With a growing skip: the entries of skip taken out of the lists so far. Only long
-    # lists are compacted (a short one costs little to walk past), once an eighth of
-    # one is gone.
-    seen: set[int] = set()
-    alive = bytearray(b"\x01") * n
+    skipped = _Skipped(n)
     long_lists = [
         (blocks, b)
         for _, blocks in index.values()
@@ -651,22 +647,18 @@ def _jaccard_partners(
 
     def drop(skip: set[int]) -> None:
         """Take skip's entries out of the long lists that hold enough of them."""
-        gone = skip - seen
-        seen.update(gone)
-        for j in gone:
-            alive[j] = 0
-        flags_of = alive.__getitem__
+        skipped.absorb(skip)
         for blocks, b in long_lists:
             positions, members = blocks[b]
-            flags = bytes(map(flags_of, members))
-            if (len(flags) - flags.count(1)) * 8 >= len(flags):
+            flags = skipped.kept(members)
+            if flags is not None:
                 blocks[b] = (
                     list(itertools.compress(positions, flags)),
                     list(itertools.compress(members, flags)),
                 )
 
     def partners(i: int, skip: set[int]) -> list[int]:
-        if growing and (len(skip) - len(seen)) * 64 > n:
+        if growing and skipped.due(skip):
             drop(skip)
         sa = set_size[i]
         found = _prefix_meets(index, probes[i], sa, threshold)
@@ -684,6 +676,38 @@ def _jaccard_partners(
 
 #: The shortest list of the join that a growing skip compacts (see ``_jaccard_partners``).
 COMPACTED_LIST = 32
+
+
+class _Skipped:
+    """The entries of a growing skip set that the join's lists have been told of.
+
+    A join compacts its long lists (a short one costs little to walk past) when
+    ``due``: a sixty-fourth of the sets have joined the skip since the last time.
+    ``absorb`` takes in the new ones; ``kept(members)`` gives one flag per member (1:
+    not skipped) once an eighth of the list is skipped, else None (left as it is).
+    """
+
+    __slots__ = ("alive", "n", "seen")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.seen: set[int] = set()
+        self.alive = bytearray(b"\x01") * n
+
+    def due(self, skip: set[int]) -> bool:
+        return (len(skip) - len(self.seen)) * 64 > self.n
+
+    def absorb(self, skip: set[int]) -> None:
+        gone = skip - self.seen
+        self.seen.update(gone)
+        alive = self.alive
+        for j in gone:
+            alive[j] = 0
+
+    def kept(self, members: Sequence[int]) -> bytes | None:
+        flags = bytes(map(self.alive.__getitem__, members))
+        return flags if (len(flags) - flags.count(1)) * 8 >= len(flags) else None
+
 
 #: Tokens held by at least this many sets count overlaps as bits (see ``_overlaps``).
 COMMON_TOKEN_SETS = 64
@@ -873,21 +897,16 @@ def _weighted_partners(
         return [0.0, *itertools.accumulate(map(by_rank.__getitem__, seq[first:last]))]
 
     end = len(by_rank)
-    # With a growing skip, its entries are taken out of the lists now and then.
-    seen: set[int] = set()
-    alive = bytearray(b"\x01") * n
+    # With a growing skip, its entries are taken out of the long lists now and then.
+    skipped = _Skipped(n)
     long_lists = [r for r, (_, members, _) in index.items() if len(members) >= COMPACTED_LIST]
 
     def drop(skip: set[int]) -> None:
-        gone = skip - seen
-        seen.update(gone)
-        for j in gone:
-            alive[j] = 0
-        flags_of = alive.__getitem__
+        skipped.absorb(skip)
         for r in long_lists:
             keys, members, masses = index[r]
-            flags = bytes(map(flags_of, members))
-            if (len(flags) - flags.count(1)) * 8 >= len(flags):
+            flags = skipped.kept(members)
+            if flags is not None:
                 index[r] = (
                     list(itertools.compress(keys, flags)),
                     list(itertools.compress(members, flags)),
@@ -895,7 +914,7 @@ def _weighted_partners(
                 )
 
     def partners(i: int, skip: set[int]) -> list[int]:
-        if growing and (len(skip) - len(seen)) * 64 > n:
+        if growing and skipped.due(skip):
             drop(skip)
         seq, room, mx = ordered[i], rooms[i], mass[i]
         floor = threshold * mx * shrink
