@@ -853,11 +853,11 @@ def _weighted_partners(
     shrink, grow = 1 - 1e-9, 1 + 1e-9
     #: each set's tokens as ranks (heaviest first) and its room at each position
     ordered: list[list[int]] = []
-    rooms: list[list[float]] = []
+    rooms: list[array[float]] = []  # doubles: about a third of a list of floats
     staged: dict[int, list[tuple[float, int]]] = {}
     for j, ts in enumerate(tokens):
         seq = sorted(map(rank.__getitem__, ts))
-        room = list(itertools.accumulate(map(by_rank.__getitem__, reversed(seq))))
+        room = array("d", itertools.accumulate(map(by_rank.__getitem__, reversed(seq))))
         room.reverse()
         ordered.append(seq)
         rooms.append(room)
