@@ -6,7 +6,7 @@ import contextlib
 import math
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -102,21 +102,31 @@ def test_jaccard_partners_with_a_growing_skip(
     # COMPACTED_LIST: compact the short lists too
     with _constants(COMMON_TOKEN_SETS=common, COMPACTED_LIST=1 if seed % 2 else 4):
         partners = _jaccard_partners(sets, threshold, growing=True)
+    _replay_greedy(sets, partners, lambda a, b: _jaccard(a, b) >= threshold, rnd)
+
+
+def _replay_greedy(
+    sets: list[frozenset[str]],
+    partners: Callable[[int, set[int]], list[int]],
+    similar: Callable[[frozenset[str], frozenset[str]], bool],
+    rnd: random.Random,
+) -> None:
+    """The greedy pass over ``partners``, each call checked against ``similar`` pair by pair."""
     skip: set[int] = set()
-    for i in range(size):
+    for i in range(len(sets)):
         if i in skip:
             continue
         skip.add(i)
         want = [
             j
-            for j in range(size)
-            if j not in skip and sets[i] and sets[j] and _jaccard(sets[i], sets[j]) >= threshold
+            for j in range(len(sets))
+            if j not in skip and sets[i] and sets[j] and similar(sets[i], sets[j])
         ]
         got = partners(i, skip)
         assert got == want
         skip.update(got)
         # and now and then an entry the pass set aside for another reason
-        skip.update(j for j in range(size) if rnd.random() < 0.05)
+        skip.update(j for j in range(len(sets)) if rnd.random() < 0.05)
 
 
 def _weights(sets: list[frozenset[str]]) -> dict[str, float]:
@@ -188,21 +198,7 @@ def test_weighted_partners_with_a_growing_skip(
     compact = 1 if seed % 2 else 4  # compact the short lists too
     with _constants(COMMON_TOKEN_SETS=common, COMPACTED_LIST=compact, BOUNDED_CANDIDATES=bounded):
         partners = _weighted_partners(sets, threshold, growing=True)
-        skip: set[int] = set()
-        for i in range(size):
-            if i in skip:
-                continue
-            skip.add(i)
-            want = [
-                j
-                for j in range(size)
-                if j not in skip and sets[i] and sets[j]
-                if _weighted(sets[i], sets[j], w) >= threshold
-            ]
-            got = partners(i, skip)
-            assert got == want
-            skip.update(got)
-            skip.update(j for j in range(size) if rnd.random() < 0.05)
+        _replay_greedy(sets, partners, lambda a, b: _weighted(a, b, w) >= threshold, rnd)
 
 
 @settings(max_examples=120, deadline=None)
