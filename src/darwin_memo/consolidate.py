@@ -866,7 +866,8 @@ def _weighted_partners(
         for r, left in zip(seq, room, strict=True):
             if left * grow < floor:
                 break  # the prefix ends here
-            # the partner mass this entry leaves room for, times ratio
+            # key: ratio times the entry's mass, minus its room (it leaves room for a
+            # partner of mass ma when key <= -ratio ma)
             entry = (own - left * grow, j)
             listed = staged.get(r)
             if listed is None:
@@ -874,7 +875,7 @@ def _weighted_partners(
             else:
                 listed.append(entry)
     del rank
-    #: token -> (minus room left, ascending; members aligned; their masses aligned)
+    #: token -> (keys ascending, members aligned, their masses aligned)
     index: dict[int, tuple[list[float], list[int], array[float]]] = {}
     for r, listed in staged.items():
         if len(listed) < 2:
@@ -932,7 +933,7 @@ def _weighted_partners(
             if not cut:
                 continue
             # This token's room bounds the partner's mass: my <= left / ratio - mx. (The
-            # cut already keeps those of at least t mx: their room, at most their mass,
+            # cut keeps only partners of at least t mx: their room, at most their mass,
             # reaches ratio (mx + my).)
             top = min(hi, left / ratio - mx + 1e-9 * (left / ratio + mx))
             found.update(
