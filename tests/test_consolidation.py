@@ -458,6 +458,59 @@ def test_sql_store_groups_equal_pairwise(
     assert all(a is b for g, h in zip(got, want, strict=True) for a, b in zip(g, h, strict=True))
 
 
+def _weighted_groups_pairwise(
+    store: Any, threshold: float, exclude: set[str], policy: str
+) -> list[list[str]]:
+    """The greedy clustering under the weighted rule with a source policy, pair by pair."""
+    from darwin_memo.consolidate import _candidates, _joins
+
+    cands = _candidates(store, exclude)
+    toks = [store.retriever.tokens(e) for e in cands]
+    w = _weights(toks)
+    consumed: set[int] = set()
+    groups = []
+    for i, anchor in enumerate(cands):
+        if i in consumed or (policy != "off" and not anchor.sources) or not toks[i]:
+            continue
+        group = [i]
+        shared = set(anchor.sources)
+        for j, other in enumerate(cands):
+            if j == i or j in consumed or not toks[j]:
+                continue
+            if not _joins(anchor, other, policy, shared):
+                continue
+            if _weighted(toks[i], toks[j], w) >= threshold:
+                group.append(j)
+                consumed.add(j)
+                if policy == "shared":
+                    shared &= set(other.sources)
+        if len(group) >= 2:
+            consumed.add(i)
+            groups.append([cands[g].id for g in group])
+    return groups
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 70),
+    st.floats(0.2, 1.0),
+    st.sampled_from(["off", "shared", "identical"]),
+)
+def test_sql_store_weighted_groups_equal_pairwise(
+    seed: int, size: int, threshold: float, policy: str
+) -> None:
+    """The weighted rule on an SQLite store (candidates read from rows), any source policy."""
+    from darwin_memo.consolidate import _groups_indexed
+
+    rnd = random.Random(seed)
+    store, exclude = _random_sql_store(rnd, size)
+    got = _groups_indexed(store, store.retriever, threshold, exclude, policy, weighted=True)
+    assert [[e.id for e in g] for g in got] == _weighted_groups_pairwise(
+        store, threshold, exclude, policy
+    )
+
+
 def test_sql_candidates_damaged_rows_fail_as_alive_fails() -> None:
     """A row SQLite cannot read, or with a field of the wrong type, names the entry."""
     from conftest import new_store
