@@ -139,7 +139,7 @@ def _weights(sets: list[frozenset[str]]) -> dict[str, float]:
 
 
 def _weighted(a: frozenset[str], b: frozenset[str], w: dict[str, float]) -> float:
-    """The pairwise definition (``test_index._weighted_pairwise``'s expression)."""
+    """The weighted rule's pairwise definition: shared mass over the union's mass."""
     inter = math.fsum(w[t] for t in a & b)
     return inter / (math.fsum(w[t] for t in a) + math.fsum(w[t] for t in b) - inter)
 

@@ -163,35 +163,9 @@ def test_indexed_consolidation_equals_pairwise_on_templated_lessons(
 
 def _weighted_pairwise(store: MemoryStore, threshold: float) -> list[list[str]]:
     """The greedy clustering with rarity-weighted Jaccard, compared pair by pair."""
-    import math
+    from test_consolidation import _weighted_groups_pairwise
 
-    from darwin_memo.consolidate import _candidates
-
-    cands = _candidates(store, ())
-    toks = [store.retriever.tokens(e) for e in cands]  # type: ignore[attr-defined]
-    df: dict[str, int] = {}
-    for ts in toks:
-        for t in ts:
-            df[t] = df.get(t, 0) + 1
-    w = {t: math.log(1 + len(cands) / (1 + c)) for t, c in df.items()}
-    consumed: set[int] = set()
-    groups = []
-    for i in range(len(cands)):
-        if i in consumed or not toks[i]:
-            continue
-        group = [i]
-        for j in range(len(cands)):
-            if j == i or j in consumed or not toks[j]:
-                continue
-            inter = math.fsum(w[t] for t in toks[i] & toks[j])
-            union = math.fsum(w[t] for t in toks[i]) + math.fsum(w[t] for t in toks[j]) - inter
-            if inter / union >= threshold:
-                group.append(j)
-                consumed.add(j)
-        if len(group) >= 2:
-            consumed.add(i)
-            groups.append([cands[g].id for g in group])
-    return groups
+    return _weighted_groups_pairwise(store, threshold, set(), "off")
 
 
 @settings(max_examples=100, deadline=None)
