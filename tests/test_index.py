@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 
 from darwin_memo import LexicalRetriever, MemoryEntry, MemoryStore
 
+# At import, not inside a test: importing test modules defines hypothesis tests, which
+# hypothesis refuses to do while one of its tests runs (test_index on its own).
+from test_consolidation import _weighted_groups_pairwise
+
 VOCAB = [f"w{i}" for i in range(40)] + ["api", "worker", "queue", "restart", "cache", "the"]
 
 
@@ -163,8 +167,6 @@ def test_indexed_consolidation_equals_pairwise_on_templated_lessons(
 
 def _weighted_pairwise(store: MemoryStore, threshold: float) -> list[list[str]]:
     """The greedy clustering with rarity-weighted Jaccard, compared pair by pair."""
-    from test_consolidation import _weighted_groups_pairwise
-
     return _weighted_groups_pairwise(store, threshold, set(), "off")
 
 
