@@ -400,3 +400,22 @@ def test_a_bitmap_read_whole_covers_later_rowids(small_blocks: None, tmp_path: P
             got = [(e.id, s) for e, s in store.retrieve(query, k)]
             assert got == brute(store, query, k), query
     store.backend.close()
+
+
+def test_cached_packs_are_not_walked_by_the_cyclic_collector(tmp_path: Path) -> None:
+    """A long-lived handle keeps rare tokens' rowids for membership tests; a set of them
+    would be traversed at every garbage collection (tens of ms at a million entries)."""
+    import gc
+
+    rnd = random.Random(5)
+    store = new_store(tmp_path)
+    store.conn.execute("BEGIN")
+    for _ in range(400):
+        store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 4)))
+    store.conn.execute("COMMIT")
+    for _ in range(40):
+        query = zipf_text(rnd, rnd.randint(2, 6))
+        assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3), query
+    assert store._sets, "some pack was kept for membership tests"
+    assert not any(gc.is_tracked(held) for held in store._sets.values())
+    store.backend.close()

@@ -675,10 +675,13 @@ class SqlStore(MemoryStore):
         self.tick = 0
         self.damaged: set[str] = set()
         # Lists read for retrieval, kept across searches while ``index_stamp`` holds:
-        # token -> (bitmap, blocks read) for common tokens, token -> set for packs.
+        # token -> (bitmap, blocks read) for common tokens, token -> its pack's rowids as
+        # dict keys for membership tests. A dict of ints, unlike a set, is not tracked by
+        # the cyclic collector, so these thousands of rowids are not walked again at
+        # every collection (which paused a long-lived handle's decides for tens of ms).
         self._lists_stamp: int | None = None
         self._bitmaps: dict[str, tuple[bytes, set[int] | None]] = {}
-        self._sets: dict[str, set[int]] = {}
+        self._sets: dict[str, dict[int, None]] = {}
         self._ints: dict[str, int] = {}
         # token -> its pack (sorted rowids) and what ``flags`` derived from it
         self._packs: dict[str, tuple[array[int], list[Any]]] = {}
@@ -1521,7 +1524,7 @@ class SqlStore(MemoryStore):
             if packed:
                 held = sets.get(t)
                 if held is None:
-                    held = sets[t] = set(pack(t)[0])
+                    held = sets[t] = dict.fromkeys(pack(t)[0])
                     self._lists_bytes += 64 * len(held)
                 return [r for r in keys if r in held]
             # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
@@ -1596,10 +1599,9 @@ class SqlStore(MemoryStore):
                         r for r in keys if (at := bisect_left(ids, r)) < len(ids) and ids[at] == r
                     }
                     return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
-                held = sets[t] = set(ids)
+                held = sets[t] = dict.fromkeys(ids)
                 self._lists_bytes += 64 * len(held)
-            hits = held.intersection(keys)  # in C; rare tokens seldom meet
-            return bytes(map(hits.__contains__, keys)) if hits else bytes(size)
+            return bytes(map(held.__contains__, keys))  # in C
 
         def whole(t: str) -> int:
             """A common token's postings as one integer (bit r: rowid r holds it)."""
