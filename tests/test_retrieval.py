@@ -171,6 +171,34 @@ def test_embedding_retriever_rejects_empty_vectors() -> None:
         store.retrieve("q")
 
 
+def test_cached_vectors_cost_a_double_per_component() -> None:
+    """Cached vectors are arrays of doubles: 8 bytes a component, where lists of floats
+    took 32 (a pointer and a float object each), and the values are unchanged."""
+    import tracemalloc
+
+    embedder = HashingEmbedder()
+    r = EmbeddingRetriever(embedder)
+    entries = [
+        MemoryEntry(f"how do I restart worker {i}", f"drain queue {i} first") for i in range(300)
+    ]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        r.warm(entries)
+        grew = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grew < 300 * 256 * 12, f"{grew / 300:.0f} bytes per cached vector"
+    for e in entries[:20]:
+        got = r.vector(e)
+        assert isinstance(got, list) and got == embedder(e.text)  # the same floats, as a list
+    state = r.dump_state()["vectors"]
+    restored = EmbeddingRetriever(embedder)
+    restored.load_state({"vectors": json.loads(json.dumps(state))})
+    assert all(restored.vector(e) == r.vector(e) for e in entries)
+    assert restored.similarity(entries[0], entries[1]) == r.similarity(entries[0], entries[1])
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_tokenize_ascii_fast_path_equals_the_recipe(text: str) -> None:

@@ -352,11 +352,19 @@ class HashingEmbedder:
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    return _cosine_normed(a, _norm(a), b, _norm(b))
+
+
+def _norm(a: Sequence[float]) -> float:
+    # The same products summed in the same order as a generator would, in C loops.
+    return math.sqrt(sum(map(operator.mul, a, a)))
+
+
+def _cosine_normed(a: Sequence[float], na: float, b: Sequence[float], nb: float) -> float:
+    """``_cosine(a, b)`` given both norms (``_norm``), to the last bit."""
     if len(a) != len(b):
         raise ValueError(f"vector sizes differ ({len(a)} vs {len(b)})")
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
+    dot: float = sum(map(operator.mul, a, b))
     if na == 0 or nb == 0:
         return 0.0
     return dot / (na * nb)
@@ -377,7 +385,11 @@ class EmbeddingRetriever:
         #: An approximate index (``darwin_memo.ann.IvfIndex``) for large stores; None:
         #: every search is exact.
         self.ann = ann
-        self._vectors: dict[str, list[float]] = {}
+        # Cached vectors as arrays of doubles: the same values as lists of floats, in a
+        # quarter of the memory (2 KB against 8 KB at 256 dimensions), and nothing the
+        # cyclic collector has to walk.
+        self._vectors: dict[str, array[float]] = {}
+        self._norms: dict[str, float] = {}  # each cached vector's norm
         # The dense index: one float32 row per indexed entry (numpy, imported lazily),
         # rows filled with unit vectors on first search; removed rows are zeroed.
         self._row_of: dict[str, int] = {}
@@ -420,7 +432,7 @@ class EmbeddingRetriever:
         for row in rows:
             entry = self._members[str(self._row_ids[row])]
             try:
-                vec = self.vector(entry)
+                vec = self._vector(entry)
             except ValueError:
                 continue  # skipped, as rank() skips it
             if self._matrix is None:
@@ -475,12 +487,13 @@ class EmbeddingRetriever:
                 kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
                 rows = rows[sims[rows] >= kth - slack]
         out: list[tuple[int, str, float]] = []
+        q_norm = _norm(q)
         for row in rows.tolist():
             entry_id = self._row_ids[row]
             if entry_id is None:
                 continue
             try:
-                sim = _cosine(q, self._vectors[entry_id])
+                sim = _cosine_normed(q, q_norm, self._vectors[entry_id], self._norms[entry_id])
             except (KeyError, ValueError):
                 continue
             if sim >= self.min_similarity:
@@ -497,10 +510,18 @@ class EmbeddingRetriever:
         return vec
 
     def vector(self, entry: MemoryEntry) -> list[float]:
+        """The entry's vector (embedded on first use, then cached)."""
+        return list(self._vector(entry))
+
+    def _vector(self, entry: MemoryEntry) -> array[float]:
         vec = self._vectors.get(entry.id)
         if vec is None:
-            vec = self._embed(entry.text)
-            self._vectors[entry.id] = vec
+            vec = self._keep(entry.id, self._embed(entry.text))
+        return vec
+
+    def _keep(self, entry_id: str, values: list[float]) -> array[float]:
+        vec = self._vectors[entry_id] = array("d", values)
+        self._norms[entry_id] = _norm(vec)
         return vec
 
     def warm(
@@ -514,7 +535,7 @@ class EmbeddingRetriever:
             return 0
         if batch_embed is None:
             for e in todo:
-                self.vector(e)
+                self._vector(e)
             return len(todo)
         vectors = batch_embed([e.text for e in todo])
         if len(vectors) != len(todo):
@@ -523,18 +544,19 @@ class EmbeddingRetriever:
             vec = [float(x) for x in v]
             if not vec:
                 raise ValueError("batch_embed returned an empty vector")
-            self._vectors[e.id] = vec
+            self._keep(e.id, vec)
         return len(todo)
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         if not entries:
             return []
         q = self._embed(query)
+        q_norm = _norm(q)
         scored: list[tuple[MemoryEntry, float]] = []
         for entry in entries:
             try:
-                v = self.vector(entry)
-                sim = _cosine(q, v)
+                v = self._vector(entry)
+                sim = _cosine_normed(q, q_norm, v, self._norms[entry.id])
             except ValueError:
                 continue
             if sim >= self.min_similarity:
@@ -544,13 +566,16 @@ class EmbeddingRetriever:
 
     def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
         try:
-            return max(0.0, min(1.0, _cosine(self.vector(a), self.vector(b))))
+            va, vb = self._vector(a), self._vector(b)
+            sim = _cosine_normed(va, self._norms[a.id], vb, self._norms[b.id])
+            return max(0.0, min(1.0, sim))
         except ValueError:
             return 0.0
 
     def forget(self, entry_id: str) -> None:
         self._unindex(entry_id)
         self._vectors.pop(entry_id, None)
+        self._norms.pop(entry_id, None)
 
     def dump_state(self) -> dict[str, Any]:
         if not self._vectors:
@@ -578,4 +603,4 @@ class EmbeddingRetriever:
                     for x in v
                 )
             ):
-                self._vectors[k] = [float(x) for x in v]
+                self._keep(k, [float(x) for x in v])
