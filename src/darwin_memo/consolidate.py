@@ -13,8 +13,6 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
 import itertools
 import math
 import operator
@@ -22,6 +20,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 
+from . import collector
 from .records import record
 from .types import EntryKind, MemoryEntry
 
@@ -114,26 +113,8 @@ def _groups_indexed(
     weighted: bool = False,
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair."""
-    with _collector_paused():
+    with collector.paused():  # the join allocates millions of small containers
         return _gather(store, retriever, threshold, exclude, source_policy, weighted)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the join builds its index.
-
-    The join allocates millions of small containers and frees them by reference
-    counting; the collector would otherwise walk every object alive (the whole
-    store) again and again, which took half of building the index.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class MergeCandidates:

@@ -1020,9 +1020,11 @@ class Ledger:
 
     def save(self, path: str | Path) -> None:
         """Write the store and the ledger block to one JSON file (atomic, locked)."""
+        from .collector import paused
         from .jsonfile import save_payload
 
-        save_payload(path, self.to_payload())
+        with paused():  # a payload is a few small containers per entry
+            save_payload(path, self.to_payload())
 
     @classmethod
     def load(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from . import economy, jsonfile
+from . import collector, economy, jsonfile
 from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
@@ -442,15 +442,17 @@ class MemoryStore:
 
     def save(self, path: str | Path) -> None:
         """Write the store atomically (temp file, fsync, rename) under its lock."""
-        jsonfile.save_payload(path, self.to_payload())
+        with collector.paused():  # a payload is a few small containers per entry
+            jsonfile.save_payload(path, self.to_payload())
 
     @classmethod
     def load(
         cls, path: str | Path, retriever: Retriever | None = None, *, strict: bool = True
     ) -> MemoryStore:
         """Read a store file. Raises ``StoreNotFound`` or ``StoreFormatError`` (a ValueError)."""
-        payload = jsonfile.read_json(path)
-        try:
-            return cls.from_payload(payload, retriever, strict=strict)
-        except StoreFormatError as exc:
-            raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None
+        with collector.paused():  # a few small containers per entry, and its index
+            payload = jsonfile.read_json(path)
+            try:
+                return cls.from_payload(payload, retriever, strict=strict)
+            except StoreFormatError as exc:
+                raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None

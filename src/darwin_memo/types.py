@@ -9,6 +9,7 @@ this version does not know are carried along untouched instead of refused.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import time
 from enum import Enum
@@ -68,6 +69,8 @@ _LIFECYCLE_DEFAULTS: dict[str, Any] = {
     "imported_from": None,
     "imported_at": None,
 }
+_lifecycle = operator.attrgetter(*_LIFECYCLE_DEFAULTS)
+_LIFECYCLE_AT_DEFAULTS = tuple(_LIFECYCLE_DEFAULTS.values())
 
 
 @record
@@ -114,23 +117,26 @@ class MemoryEntry:
                 f"entry {self.id} has a non-finite energy ({self.energy!r}); "
                 "refusing to write it (JSON has no such number)"
             )
-        d: dict[str, Any] = dict(self.extra)
-        d.update(
-            question=self.question,
-            answer=self.answer,
-            kind=self.kind.value,
-            sources=list(self.sources),
-            energy=self.energy,
-            born_cycle=self.born_cycle,
-            recorded_ts=self.recorded_ts,
-            last_used_cycle=self.last_used_cycle,
-            uses=self.uses,
-            lineage=list(self.lineage),
-        )
-        for name, default in _LIFECYCLE_DEFAULTS.items():
-            value = getattr(self, name)
-            if value != default:
-                d[name] = value
+        d: dict[str, Any] = {
+            **self.extra,
+            "question": self.question,
+            "answer": self.answer,
+            "kind": self.kind.value,
+            "sources": list(self.sources),
+            "energy": self.energy,
+            "born_cycle": self.born_cycle,
+            "recorded_ts": self.recorded_ts,
+            "last_used_cycle": self.last_used_cycle,
+            "uses": self.uses,
+            "lineage": list(self.lineage),
+        }
+        lifecycle = _lifecycle(self)
+        if lifecycle != _LIFECYCLE_AT_DEFAULTS:  # most entries: every field at its default
+            for name, value, default in zip(
+                _LIFECYCLE_DEFAULTS, lifecycle, _LIFECYCLE_AT_DEFAULTS, strict=True
+            ):
+                if value != default:
+                    d[name] = value
         d["id"] = self.id
         return d
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import collector
 from ..errors import StoreFormatError, StoreNotFound
 from ..events import EventLog, event_log_path
 from ..jsonfile import (
@@ -145,14 +146,15 @@ class JsonBackend:
             txn = secrets.token_hex(8)
             for event in changes.events:
                 event["txn"] = txn
-            payload = ledger.to_payload()
-            payload["ledger"]["journal"] = JOURNAL_MARK
-            payload["ledger"]["journal_txn"] = {"id": txn, "events": changes.events}
-            try:
-                write_json_atomic(self.path, payload)
-            except BaseException:
-                ledger._stale = True
-                raise
+            with collector.paused():  # a payload is a few small containers per entry
+                payload = ledger.to_payload()
+                payload["ledger"]["journal"] = JOURNAL_MARK
+                payload["ledger"]["journal_txn"] = {"id": txn, "events": changes.events}
+                try:
+                    write_json_atomic(self.path, payload)
+                except BaseException:
+                    ledger._stale = True
+                    raise
             self.created = self.created or self._signature is None
             self._signature = self._stat()
             self._pending_txn = None

@@ -20,7 +20,6 @@ during an operation are cached until the next tick or the next refresh.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -32,6 +31,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
+from .. import collector
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
@@ -415,19 +415,16 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
     """Pause the cyclic garbage collector (the writes allocate millions of small
     containers, freed by reference counting, while the whole store is in memory)
     and, on SQLite, let the page cache grow to ``BULK_CACHE_KIB``."""
-    paused = gc.isenabled()
-    gc.disable()
     cache = None
-    if isinstance(conn, sqlite3.Connection):
-        (cache,) = conn.execute("PRAGMA cache_size").fetchone()
-        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
-    try:
-        yield
-    finally:
-        if cache is not None:
-            conn.execute(f"PRAGMA cache_size = {int(cache)}")
-        if paused:
-            gc.enable()
+    with collector.paused():
+        if isinstance(conn, sqlite3.Connection):
+            (cache,) = conn.execute("PRAGMA cache_size").fetchone()
+            conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            if cache is not None:
+                conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
 def _unindex_many(
