@@ -60,7 +60,7 @@ class Count(int):
 @pytest.mark.parametrize(
     "payload",
     [
-        {1: "int key", None: "none key", 2.5: "float key", True: "bool key"},
+        {1: "int key", None: "none key", 2.5: "float key", False: "bool key"},
         {"kind": Colour.RED, "n": Count(3)},  # subclasses: the standard encoder decides
         [Colour.RED, "plain"],
         {"nested": {"deep": [[], {}, [{}], [[1, 2.0, 'x\u2028\x00"\\']]]}},
