@@ -143,3 +143,101 @@ def test_a_failed_save_leaves_the_collector_on(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="does not exist"):
         ledger.store.save(tmp_path / "missing" / "store.json")
     assert gc.isenabled()
+
+
+class _Careful(dict):  # type: ignore[type-arg]
+    """A dict that is not exactly ``dict``: ``from_dict`` reads it field by field."""
+
+
+field_values = (
+    st.text(max_size=8)
+    | st.integers(min_value=-3, max_value=3)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.booleans()
+    | st.none()
+    | st.lists(st.text(max_size=4), max_size=3)
+    | st.lists(st.integers() | st.text(max_size=2), max_size=3)
+    | st.sampled_from(["experience", "explicit", "consolidated", "bogus"])
+)
+entry_dicts = st.dictionaries(
+    st.sampled_from(
+        [
+            "question",
+            "answer",
+            "kind",
+            "sources",
+            "energy",
+            "born_cycle",
+            "recorded_ts",
+            "last_used_cycle",
+            "uses",
+            "lineage",
+            "id",
+            "pinned",
+            "probation",
+            "imported_from",
+            "custom",
+        ]
+    ),
+    field_values,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(entry_dicts, st.booleans())
+def test_reading_a_plain_entry_quickly_reads_what_the_careful_path_reads(
+    raw: dict[str, Any], complete: bool
+) -> None:
+    if complete:  # a plain entry with a few fields changed: mostly the quick path's cases
+        raw = {**PLAIN, **dict(list(raw.items())[:2])}
+    same_reading(raw)
+
+
+PLAIN = MemoryEntry(question="q", answer="a", sources=["ci"], lineage=["x"], id="e1").to_dict()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"energy": math.nan},
+        {"energy": math.inf},
+        {"energy": 2},
+        {"lineage": [1]},
+        {"sources": ["ok", None]},
+        {"sources": "ci"},
+        {"kind": "bogus"},
+        {"kind": "consolidated"},
+        {"id": ""},
+        {"question": None},
+        {"answer": 3},
+        {"born_cycle": 2.0},
+        {"born_cycle": 2.5},
+        {"uses": True},
+        {"custom": {"kept": 1}},
+        {"pinned": True, "probation": 2},
+    ],
+)
+def test_each_check_holds_on_the_quick_path(change: dict[str, Any]) -> None:
+    same_reading({**PLAIN, **change})
+    missing = dict(PLAIN)
+    for key in change:
+        missing.pop(key, None)
+    same_reading(missing)
+
+
+def same_reading(raw: dict[str, Any]) -> None:
+    try:
+        careful: MemoryEntry | str = MemoryEntry.from_dict(_Careful(raw))
+    except StoreFormatError as exc:
+        careful = str(exc)
+    try:
+        quick: MemoryEntry | str = MemoryEntry.from_dict(dict(raw))
+    except StoreFormatError as exc:
+        quick = str(exc)
+    assert quick == careful
+    if isinstance(quick, MemoryEntry) and isinstance(careful, MemoryEntry):
+        assert quick.extra == careful.extra
+        assert quick.to_dict() == careful.to_dict()
+        assert type(quick.energy) is float
+        assert [type(x) for x in quick.sources] == [type(x) for x in careful.sources]

@@ -252,3 +252,49 @@ def test_published_stopword_list() -> None:
 
     assert len(STOPWORDS) == 56
     assert {"should", "could", "would", "between", "against"} <= STOPWORDS
+
+
+WORDS = ["deploy", "rollback", "cache", "worker", "queue", "flaky", "tests", "port", "api", "disk"]
+
+
+def _index_state(r: LexicalRetriever) -> tuple[object, ...]:
+    return (
+        list(r._ids),
+        dict(r._ordinal),
+        {t: list(p) for t, p in r._postings.items()},
+        dict(r._df),
+        dict(r._dead_in),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 12), st.lists(st.sampled_from(WORDS), min_size=0, max_size=6)),
+        max_size=25,
+    ),
+    st.integers(0, 3),
+)
+def test_indexing_many_at_once_is_indexing_one_by_one(
+    rows: list[tuple[int, list[str]]], already: int
+) -> None:
+    """A store being read indexes its entries in one pass: the same index, ids seen twice
+    (refreshed) and an index that already holds entries included."""
+    entries = [MemoryEntry(question=" ".join(ws), answer="a", id=f"e{i}") for i, ws in rows]
+    early = [
+        MemoryEntry(question=f"{WORDS[k]} early", answer="x", id=f"p{k}") for k in range(already)
+    ]
+    one, many = LexicalRetriever(), LexicalRetriever()
+    for entry in early:
+        one.index(entry)
+        many.index(entry)
+    if early:  # an edited entry leaves a dead ordinal behind in its old tokens' lists
+        edited = MemoryEntry(question="edited text", answer="x", id=early[0].id)
+        one.index(edited)
+        many.index(edited)
+    for entry in entries:
+        one.index(entry)
+    many.index_many(entries)
+    assert _index_state(many) == _index_state(one)
+    for word in WORDS[:4]:
+        assert many.search(word, None) == one.search(word, None)

@@ -200,6 +200,33 @@ class LexicalRetriever:
             plist.append(ordinal)
             self._df[t] = self._df.get(t, 0) + 1
 
+    def index_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """``index`` each entry in turn; into an empty index (a store being read) in one
+        pass that counts each token's entries once at the end instead of per entry."""
+        if self._ordinal:
+            for entry in entries:
+                self.index(entry)
+            return
+        ids, ordinals, postings, tokens = self._ids, self._ordinal, self._postings, self.tokens
+        get = postings.get
+        rest: list[MemoryEntry] = []
+        for entry in entries:
+            if rest or entry.id in ordinals:
+                rest.append(entry)  # an id seen twice: the rest one by one, after the counts
+                continue
+            ordinal = len(ids)
+            ids.append(entry.id)
+            ordinals[entry.id] = ordinal
+            for t in tokens(entry):
+                plist = get(t)
+                if plist is None:
+                    postings[t] = array("l", (ordinal,))
+                else:
+                    plist.append(ordinal)
+        self._df = {t: len(plist) for t, plist in postings.items()}  # nobody is dead yet
+        for entry in rest:
+            self.index(entry)
+
     def _unindex(self, entry_id: str) -> None:
         ordinal = self._ordinal.pop(entry_id, None)
         if ordinal is None:

@@ -109,6 +109,14 @@ class MemoryStore:
         if index is not None:
             index(entry)
 
+    def _index_many(self, entries: list[MemoryEntry]) -> None:
+        many = getattr(self.retriever, "index_many", None)
+        if many is not None and type(self)._index is MemoryStore._index:
+            many(entries)
+        else:
+            for entry in entries:
+                self._index(entry)
+
     def get(self, entry_id: str) -> MemoryEntry | None:
         """A member of the population (possibly at <= 0 energy, not yet buried)."""
         return self._population.get(entry_id)
@@ -408,6 +416,7 @@ class MemoryStore:
             k: v for k, v in payload.items() if k not in ("config", "entries", "graveyard")
         }
         seen: set[str] = set()
+        living: list[MemoryEntry] = []
         for where in ("entries", "graveyard"):
             records = payload.get(where, [])
             if not isinstance(records, list):
@@ -429,10 +438,11 @@ class MemoryStore:
                 seen.add(entry.id)
                 if where == "entries":
                     store._population[entry.id] = entry
-                    store._index(entry)
+                    living.append(entry)
                     store.books.post("opening", entry.energy)
                 else:
                     store._graveyard[entry.id] = entry
+        store._index_many(living)  # in the order read, as one by one
         state = payload.get("retriever")
         if isinstance(state, dict) and state:
             store.retriever.load_state(state)

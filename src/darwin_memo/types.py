@@ -147,6 +147,10 @@ class MemoryEntry:
         Raises ``StoreFormatError`` naming the entry and the field when a value
         has the wrong type, so one bad entry never poisons later operations.
         """
+        if type(d) is dict:
+            plain = _plain_entry(cls, d)
+            if plain is not None:
+                return plain
         if not isinstance(d, dict):
             raise StoreFormatError(f"an entry must be a JSON object, got {type(d).__name__}")
         ident = d.get("id")
@@ -230,6 +234,60 @@ class MemoryEntry:
 
 
 _ENTRY_KEYS = frozenset(field_names(MemoryEntry)) - {"extra"}
+
+#: The fields a plain entry (what ``to_dict`` writes for most) holds, with their JSON types.
+_PLAIN_TYPES: dict[str, type] = {
+    "question": str,
+    "answer": str,
+    "kind": str,
+    "sources": list,
+    "energy": float,
+    "born_cycle": int,
+    "recorded_ts": str,
+    "last_used_cycle": int,
+    "uses": int,
+    "lineage": list,
+    "id": str,
+}
+_KINDS = {k.value: k for k in EntryKind}
+_STR = {str}
+
+
+def _plain_entry(cls: type[MemoryEntry], d: dict[str, Any]) -> MemoryEntry | None:
+    """``from_dict`` for a plain entry, read without the per-field checks' overhead; None
+    for anything else (the careful path then reads it, or says what is wrong)."""
+    types = _PLAIN_TYPES
+    for key, value in d.items():
+        if types.get(key) is not type(value):
+            return None
+    get = d.get
+    question, answer, ident = get("question"), get("answer"), get("id")
+    kind = _KINDS.get(get("kind", EntryKind.EXPLICIT.value))
+    energy = get("energy", 1.0)
+    sources, lineage = get("sources", []), get("lineage", [])
+    if (
+        question is None
+        or answer is None
+        or not ident
+        or kind is None
+        or not math.isfinite(energy)
+        or not set(map(type, sources)) <= _STR
+        or not set(map(type, lineage)) <= _STR
+    ):
+        return None
+    return cls(
+        question=question,
+        answer=answer,
+        kind=kind,
+        sources=list(sources),
+        energy=energy,
+        born_cycle=get("born_cycle", 0),
+        recorded_ts=get("recorded_ts", ""),
+        last_used_cycle=get("last_used_cycle", -1),
+        uses=get("uses", 0),
+        lineage=list(lineage),
+        id=ident,
+    )
 
 
 @record(frozen=True)
