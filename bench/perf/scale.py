@@ -461,8 +461,6 @@ class Bench:
         res["build"] = b
         if pkg == REF:
             json_path.rename(pristine)
-        else:
-            remove_store_file(json_path)
         res["file_bytes"] = b.get("sqlite_bytes") if pkg == OURS else b["json_bytes"]
         self.log(f"  built: {b}")
 
@@ -495,6 +493,28 @@ class Bench:
             )
         }
         self.log(f"  open: {res['open']}")
+
+        # 2b. the same from the published JSON file: ``Ledger.load`` (ours: in memory)
+        if pkg == REF:
+            res["json_open"] = res["open"]  # the published package's only way to open
+        else:
+            loads = []
+            for _ in range(1 if big else a.open_runs):
+                r = self.driver(
+                    pkg,
+                    ["open", str(json_path), "--mode", "load", "--query", query0],
+                    a.step_timeout,
+                )
+                o = last_json(r)
+                o["wall_ms"] = round(r.wall_s * 1000, 1)
+                o["rss_mb"] = round(r.rss_mb, 1)
+                loads.append(o)
+            remove_store_file(json_path)
+            res["json_open"] = {
+                key: statistics.median(o[key] for o in loads)
+                for key in ("open_ms", "first_decide_ms", "open_and_first_decide_ms", "rss_mb")
+            }
+            self.log(f"  JSON load: {res['json_open']}")
 
         # 3. in-process decide / settle / ticks 1..4
         work = d / f"work{suffix}"
@@ -712,6 +732,13 @@ METRICS: list[tuple[str, str, Any]] = [
         lambda r: r["open"]["wall_ms"],
     ),
     ("peak RSS, open + decide process", "MB", lambda r: r["open"]["rss_mb"]),
+    (
+        "JSON store file: Ledger.load + first decide (fresh process)",
+        "ms",
+        lambda r: r["json_open"]["open_and_first_decide_ms"],
+    ),
+    ("  of which Ledger.load", "ms", lambda r: r["json_open"]["open_ms"]),
+    ("  peak RSS of that process", "MB", lambda r: r["json_open"]["rss_mb"]),
     ("decide p50 (realistic)", "ms", lambda r: r["inproc"]["decide"]["p50_ms"]),
     ("  decide p50, CPU time", "ms", lambda r: r["inproc"]["decide"]["cpu_p50_ms"]),
     (
