@@ -298,3 +298,16 @@ def test_indexing_many_at_once_is_indexing_one_by_one(
     assert _index_state(many) == _index_state(one)
     for word in WORDS[:4]:
         assert many.search(word, None) == one.search(word, None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=40))  # surrogates too
+def test_runs_are_the_published_recipe_runs(text: str) -> None:
+    """Runs: ASCII letters, digits, '.' and '*', and any character outside ASCII."""
+    import re
+
+    from darwin_memo.retrieval import _RUN
+
+    recipe = re.compile(r"(?:[a-z0-9.*]|[^\x00-\x7f])+")
+    assert _RUN.findall(text) == recipe.findall(text)
+    assert _RUN.findall(text.lower()) == recipe.findall(text.lower())

@@ -184,11 +184,10 @@ def loads(text: str | bytes) -> Any:
 
 def read_json(path: str | Path) -> Any:
     """Decode a JSON file, with one-line errors that name the file."""
-    from pathlib import Path
-
-    p = Path(path)
+    p = os.fspath(path)  # not pathlib: a one-shot reader need not import it
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         raise StoreNotFound(f"{p}: no such store file") from None
     except IsADirectoryError:
