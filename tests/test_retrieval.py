@@ -311,3 +311,25 @@ def test_runs_are_the_published_recipe_runs(text: str) -> None:
     recipe = re.compile(r"(?:[a-z0-9.*]|[^\x00-\x7f])+")
     assert _RUN.findall(text) == recipe.findall(text)
     assert _RUN.findall(text.lower()) == recipe.findall(text.lower())
+
+
+def test_a_subclass_that_indexes_its_own_way_sees_every_entry_of_a_loaded_store(
+    tmp_path: object,
+) -> None:
+    from pathlib import Path
+
+    seen: list[str] = []
+
+    class Counting(LexicalRetriever):
+        def index(self, entry: MemoryEntry) -> None:
+            seen.append(entry.id)
+            super().index(entry)
+
+    store = MemoryStore()
+    for i in range(5):
+        store.add(MemoryEntry(question=f"deploy step {i}", answer="a", id=f"e{i}"))
+    path = Path(str(tmp_path)) / "s.json"
+    store.save(path)
+    loaded = MemoryStore.load(path, retriever=Counting())
+    assert seen == [f"e{i}" for i in range(5)]
+    assert [e.id for e, _ in loaded.retrieve("deploy step 3", 1)] == ["e3"]
