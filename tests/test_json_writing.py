@@ -18,6 +18,7 @@ from darwin_memo import MemoryEntry, MemoryStore, collector
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.jsonfile import dumps_indented, write_json_atomic
 from darwin_memo.ledger import Ledger
+from darwin_memo.records import field_names
 
 leaves = (
     st.none()
@@ -160,25 +161,8 @@ field_values = (
     | st.sampled_from(["experience", "explicit", "consolidated", "bogus"])
 )
 entry_dicts = st.dictionaries(
-    st.sampled_from(
-        [
-            "question",
-            "answer",
-            "kind",
-            "sources",
-            "energy",
-            "born_cycle",
-            "recorded_ts",
-            "last_used_cycle",
-            "uses",
-            "lineage",
-            "id",
-            "pinned",
-            "probation",
-            "imported_from",
-            "custom",
-        ]
-    ),
+    # every field an entry has, and one this version does not know
+    st.sampled_from([*(f for f in field_names(MemoryEntry) if f != "extra"), "custom"]),
     field_values,
 )
 
