@@ -677,19 +677,24 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
 
     module = sys.modules["darwin_memo.consolidate"]
     calls: list[int] = []
-    original = module._jaccard_partners
+    originals = (module._jaccard_partners, module._native_groups)
 
-    def spy(tokens: Any, threshold: float) -> Any:
-        calls.append(len(tokens))
-        return original(tokens, threshold)
+    def spy(original: Any) -> Any:
+        def joined(tokens: Any, threshold: float) -> Any:
+            calls.append(len(tokens))
+            return original(tokens, threshold)
 
-    module._jaccard_partners = spy
+        return joined
+
+    module._jaccard_partners, module._native_groups = map(spy, originals)
     try:
         store.forget_cached()
         want = _groups_pairwise(store, 0.55, (), "off")
-        merges = merge_groups(store, cycle=3)
+        # as in a large store, where a few newcomers are fewer than one in 32
+        with _constants(COMPILED_JOIN_TARGETS=1):
+            merges = merge_groups(store, cycle=3)
     finally:
-        module._jaccard_partners = original
+        module._jaccard_partners, module._native_groups = originals
     assert [list(m.members) for m in merges] == [[e.id for e in g] for g in want]
     assert calls == []
     assert merges, "some newcomers should merge with what was settled"

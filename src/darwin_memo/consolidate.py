@@ -16,6 +16,7 @@ import bisect
 import itertools
 import math
 import operator
+import os
 from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
@@ -213,6 +214,10 @@ def _gather(
     tokens, sources = found.tokens, found.sources
     if found.settled is not None and found.settle is not None:
         return _as_entries(found, _gather_settled(found, threshold))
+    if source_policy == "off" and not weighted:
+        native = _native_groups(tokens, threshold)
+        if native is not None:
+            return _as_entries(found, native)
     if weighted:
         partners = _weighted_partners(tokens, threshold, growing=True)
     else:
@@ -294,7 +299,17 @@ def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]
     watched = [n + k for k, s in enumerate(found.others_settled) if s]
     groups: list[list[int]] = []
     standing: list[int] = []
-    if len(fresh) * 4 <= len(everyone):
+    # Unless they are few enough to look up one by one, the compiled pass over every
+    # candidate beats probing from the unsettled ones.
+    native = None
+    if len(fresh) * COMPILED_JOIN_TARGETS > len(everyone):
+        native = _native_groups(tokens, threshold)
+    if native is not None:
+        groups = native
+        grouped = set(itertools.chain.from_iterable(groups))
+        standing = [i for i in range(n) if i not in grouped]
+        near = _pairs_touching(everyone, watched, threshold) if watched else {}
+    elif len(fresh) * 4 <= len(everyone):
         # Few unsettled candidates: every pair touches one of them (or a settled entry
         # left out, for the check below), so the greedy pass runs over those pairs.
         near = _pairs_touching(everyone, fresh, threshold)
@@ -408,6 +423,9 @@ def _pairs_touching(
 
 #: ``_pairs_touching`` probes from the targets when there are at most one per this many sets.
 FEW_TARGETS = 32
+#: A consolidation of a store that keeps settled entries runs the compiled join over
+#: every candidate (where it is built) when more than one per this many is unsettled.
+COMPILED_JOIN_TARGETS = 32
 
 
 def _pairs_touching_few(
@@ -533,6 +551,35 @@ def _prefix_meets(
     return twice | sure if sure else twice
 
 
+def _ranked(tokens: list[frozenset[str]]) -> tuple[list[list[int]], list[int]]:
+    """Each set's tokens as ranks in one global order, rarest first (ties by the token),
+    ascending; and how many sets hold each rank."""
+    df = Counter(itertools.chain.from_iterable(tokens))
+    names = sorted(df, key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(names)}
+    counts = [df[t] for t in names]
+    del names
+    return [sorted(map(rank.__getitem__, ts)) for ts in tokens], counts
+
+
+#: Set ``DARWIN_MEMO_PURE_PYTHON=1`` to run the join in Python even where the
+#: compiled one is installed (the two give the same groups; tests compare them).
+PURE_PYTHON_ENV = "DARWIN_MEMO_PURE_PYTHON"
+
+
+def _native_groups(tokens: list[frozenset[str]], threshold: float) -> list[list[int]] | None:
+    """The published rule's greedy groups (no source policy) from the compiled join
+    (``darwin_memo._cjoin``), or None where it is not built or not wanted."""
+    if not threshold > 0 or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from . import _cjoin
+    except ImportError:
+        return None
+    groups: list[list[int]] = _cjoin.greedy_groups(tokens, threshold)
+    return groups
+
+
 def _jaccard_partners(
     tokens: list[frozenset[str]], threshold: float, growing: bool = False
 ) -> Callable[[int, set[int]], list[int]]:
@@ -561,13 +608,7 @@ def _jaccard_partners(
     that one shared token could make (tiny sets) is kept on the first token alone.
     Candidates are compared exactly. Every bound is rounded towards keeping a pair.
     """
-    df = Counter(itertools.chain.from_iterable(tokens))
-    names = sorted(df, key=lambda t: (df[t], t))
-    rank = {t: r for r, t in enumerate(names)}
-    counts = [df[t] for t in names]
-    del names
-    ordered = [sorted(map(rank.__getitem__, ts)) for ts in tokens]
-    del rank
+    ordered, counts = _ranked(tokens)
     overlaps = _overlaps(ordered, counts)
     del counts
     set_size = [len(seq) for seq in ordered]

@@ -1,0 +1,24 @@
+"""The optional compiled join (everything else is in pyproject.toml).
+
+``darwin_memo._cjoin`` runs the published merge rule's first consolidation of a large
+store in C. It is optional: where no C compiler is found the install goes on without
+it and ``darwin_memo.consolidate`` runs the same join in Python (same groups).
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+# No fused multiply-add: the bounds are computed as Python computes them.
+FLAGS = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "darwin_memo._cjoin",
+            ["src/darwin_memo/_cjoin.c"],
+            optional=True,
+            extra_compile_args=FLAGS,
+        )
+    ]
+)

@@ -1,0 +1,577 @@
+/* darwin_memo._cjoin: the published merge rule's greedy pass, compiled.
+ *
+ * greedy_groups(tokens, threshold) -> list[list[int]]
+ *
+ * ``tokens[i]`` is candidate i's token set (an iterable of distinct hashable
+ * tokens); candidates come in the greedy order (energy, highest first). Each
+ * candidate not yet taken is an anchor: it gathers every candidate not yet taken and
+ * not an earlier anchor whose Jaccard similarity with it reaches ``threshold``
+ * (``o / (|a| + |b| - o) >= threshold`` in doubles, the pairwise scan's
+ * expression). Returns the groups of two or more, each the anchor followed by its
+ * partners ascending: what ``consolidate._gather`` computes in Python.
+ *
+ * The join is the one ``consolidate._jaccard_partners`` describes. Tokens are put
+ * in one global order, rarest first, and each set sorted by it. Two sets of sizes
+ * ``a`` and ``b`` reach the threshold only with ``need(a, b)`` shared tokens or
+ * more, and then their k-th shared token sits at a position ``<= |x| - need + k - 1``
+ * of each set x. So every set indexes its first ``|x| - need(|x|) + 2`` tokens (the
+ * prefix and one more) by token, set size and position; an anchor walks the lists
+ * of its own, counting how often it meets each set within those bounds, and a set
+ * met twice (once, where one shared token could do) is compared exactly. Taken
+ * candidates and earlier anchors leave the lists as they are walked. The order of
+ * tokens with equal counts does not matter: it changes which sets are compared, not
+ * which pairs pass.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Needed overlaps are cached for sizes below this (a table of int16). */
+#define CACHED_SIZES 512
+
+/* The least overlap o with o / (sa + sb - o) >= t; min(sa, sb) + 1 when none
+ * (consolidate._NeededOverlaps, step for step). */
+static int
+need_overlap(double t, int sa, int sb)
+{
+    int total = sa + sb;
+    int least = sa < sb ? sa : sb;
+    int need = (int)ceil(t * total / (1.0 + t)) - 1;
+    if (need < 1)
+        need = 1;
+    while (need > 1 && (double)(need - 1) / (double)(total - need + 1) >= t)
+        need--;
+    while (need <= least && (double)need / (double)(total - need) < t)
+        need++;
+    return need > least ? least + 1 : need;
+}
+
+/* How many of its first tokens a set of ``size`` indexes and probes: its prefix
+ * (where the first shared token of any partner lies) and one token more. */
+static int
+indexed_len(double t, int size)
+{
+    int need = (int)ceil(t * size - 1e-9 * size); /* rounded towards a longer prefix */
+    if (need < 1)
+        need = 1;
+    int len = size - need + 2;
+    if (len > size)
+        len = size;
+    return len < 0 ? 0 : len;
+}
+
+static int
+compare_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    double t;
+    Py_ssize_t n;
+    int64_t *offsets; /* n + 1: where each set's tokens start in toks */
+    int32_t *toks;    /* each set's token ids, then (after ranking) ranks ascending */
+    int32_t *sizes;
+    int32_t *plens; /* indexed_len of each set */
+    int64_t vocab;
+    int16_t *needs; /* CACHED_SIZES^2, 0 = not computed yet */
+    /* The index: each token's blocks (one per set size, ascending), each block its
+     * entries (set, position) by position; ``block_len`` is a block's live length. */
+    int64_t *token_blocks; /* vocab + 1: the token's blocks are [token_blocks[w], [w + 1]) */
+    int32_t *block_size;
+    int64_t *block_start;
+    int64_t *block_len;
+    int32_t *entry_set;
+    int32_t *entry_pos;
+    uint8_t *alive;
+    uint8_t *met;     /* per set: meetings with the anchor (saturating at 2) */
+    int32_t *touched; /* the sets the anchor met */
+    int32_t *found;   /* the anchor's partners */
+    int32_t *group_at;
+    int32_t *group_members;
+    Py_ssize_t groups;
+    Py_ssize_t members;
+} Join;
+
+static void
+join_free(Join *j)
+{
+    free(j->offsets);
+    free(j->toks);
+    free(j->sizes);
+    free(j->plens);
+    free(j->needs);
+    free(j->token_blocks);
+    free(j->block_size);
+    free(j->block_start);
+    free(j->block_len);
+    free(j->entry_set);
+    free(j->entry_pos);
+    free(j->alive);
+    free(j->met);
+    free(j->touched);
+    free(j->found);
+    free(j->group_at);
+    free(j->group_members);
+}
+
+static inline int
+need_of(Join *j, int sa, int sb)
+{
+    if (sa < CACHED_SIZES && sb < CACHED_SIZES) {
+        int16_t *slot = &j->needs[sa * CACHED_SIZES + sb];
+        if (*slot == 0)
+            *slot = (int16_t)need_overlap(j->t, sa, sb);
+        return *slot;
+    }
+    return need_overlap(j->t, sa, sb);
+}
+
+/* Read the token sets, naming each token by a small int (first seen, first named).
+ * 0 on success, -1 with an exception set. */
+static int
+join_read(Join *j, PyObject *tokens)
+{
+    PyObject *seq = PySequence_Fast(tokens, "tokens must be a sequence of token sets");
+    if (seq == NULL)
+        return -1;
+    PyObject *names = PyDict_New();
+    int ok = -1;
+    if (names == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many token sets");
+        goto done;
+    }
+    j->n = n;
+    j->offsets = malloc(sizeof(int64_t) * (n + 1));
+    j->sizes = malloc(sizeof(int32_t) * (n + 1));
+    if (j->offsets == NULL || j->sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size = PyObject_Length(PySequence_Fast_GET_ITEM(seq, i));
+        if (size < 0)
+            goto done;
+        j->offsets[i] = total;
+        total += size;
+    }
+    j->offsets[n] = total;
+    j->toks = malloc(sizeof(int32_t) * (total + 1));
+    if (j->toks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyObject_GetIter(PySequence_Fast_GET_ITEM(seq, i));
+        if (it == NULL)
+            goto done;
+        int64_t at = j->offsets[i], end = j->offsets[i + 1];
+        PyObject *token;
+        while ((token = PyIter_Next(it)) != NULL) {
+            if (at == end) {
+                Py_DECREF(token);
+                Py_DECREF(it);
+                PyErr_Format(PyExc_ValueError, "tokens[%zd] changed size while read", i);
+                goto done;
+            }
+            PyObject *name = PyDict_GetItemWithError(names, token);
+            long id;
+            if (name != NULL) {
+                id = PyLong_AsLong(name);
+            }
+            else if (PyErr_Occurred()) {
+                Py_DECREF(token);
+                Py_DECREF(it);
+                goto done;
+            }
+            else {
+                id = (long)PyDict_GET_SIZE(names);
+                PyObject *value = PyLong_FromLong(id);
+                if (value == NULL || PyDict_SetItem(names, token, value) < 0) {
+                    Py_XDECREF(value);
+                    Py_DECREF(token);
+                    Py_DECREF(it);
+                    goto done;
+                }
+                Py_DECREF(value);
+            }
+            Py_DECREF(token);
+            j->toks[at++] = (int32_t)id;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            goto done;
+        if (at != end) {
+            PyErr_Format(PyExc_ValueError, "tokens[%zd] changed size while read", i);
+            goto done;
+        }
+    }
+    j->vocab = PyDict_GET_SIZE(names);
+    if (j->vocab >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many distinct tokens");
+        goto done;
+    }
+    ok = 0;
+done:
+    Py_XDECREF(names);
+    Py_DECREF(seq);
+    return ok;
+}
+
+/* Rank the tokens rarest first and sort every set by rank, dropping repeats. */
+static int
+join_rank(Join *j)
+{
+    int64_t vocab = j->vocab;
+    int64_t *held = calloc((size_t)vocab + 1, sizeof(int64_t));
+    int64_t *first = NULL;
+    int32_t *rank = malloc(sizeof(int32_t) * (vocab + 1));
+    int64_t largest = 0;
+    if (held == NULL || rank == NULL)
+        goto fail;
+    for (int64_t k = 0; k < j->offsets[j->n]; k++)
+        held[j->toks[k]]++;
+    for (int64_t w = 0; w < vocab; w++)
+        if (held[w] > largest)
+            largest = held[w];
+    /* a counting sort by how many sets hold each token */
+    first = calloc((size_t)largest + 2, sizeof(int64_t));
+    if (first == NULL)
+        goto fail;
+    for (int64_t w = 0; w < vocab; w++)
+        first[held[w] + 1]++;
+    for (int64_t c = 1; c <= largest + 1; c++)
+        first[c] += first[c - 1];
+    for (int64_t w = 0; w < vocab; w++)
+        rank[w] = (int32_t)first[held[w]]++;
+    for (Py_ssize_t i = 0; i < j->n; i++) {
+        int32_t *seq = j->toks + j->offsets[i];
+        int64_t size = j->offsets[i + 1] - j->offsets[i];
+        for (int64_t k = 0; k < size; k++)
+            seq[k] = rank[seq[k]];
+        qsort(seq, (size_t)size, sizeof(int32_t), compare_int32);
+        int64_t kept = 0;
+        for (int64_t k = 0; k < size; k++)
+            if (kept == 0 || seq[k] != seq[kept - 1])
+                seq[kept++] = seq[k];
+        j->sizes[i] = (int32_t)kept;
+    }
+    free(held);
+    free(first);
+    free(rank);
+    return 0;
+fail:
+    free(held);
+    free(first);
+    free(rank);
+    return -1;
+}
+
+typedef struct {
+    int32_t size;
+    int32_t pos;
+    int32_t set;
+} Entry;
+
+static int
+compare_entry(const void *a, const void *b)
+{
+    const Entry *x = a, *y = b;
+    if (x->size != y->size)
+        return (x->size > y->size) - (x->size < y->size);
+    if (x->pos != y->pos)
+        return (x->pos > y->pos) - (x->pos < y->pos);
+    return (x->set > y->set) - (x->set < y->set);
+}
+
+/* Index every set's extended prefix by (token, size, position). */
+static int
+join_index(Join *j)
+{
+    Py_ssize_t n = j->n;
+    int64_t vocab = j->vocab;
+    int64_t *token_at = calloc((size_t)vocab + 1, sizeof(int64_t));
+    Entry *entries = NULL;
+    j->plens = malloc(sizeof(int32_t) * (n + 1));
+    j->token_blocks = malloc(sizeof(int64_t) * (vocab + 1));
+    if (token_at == NULL || j->plens == NULL || j->token_blocks == NULL)
+        goto fail;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int p = indexed_len(j->t, j->sizes[i]);
+        j->plens[i] = p;
+        const int32_t *seq = j->toks + j->offsets[i];
+        for (int k = 0; k < p; k++)
+            token_at[seq[k] + 1]++;
+        total += p;
+    }
+    for (int64_t w = 1; w <= vocab; w++)
+        token_at[w] += token_at[w - 1];
+    entries = malloc(sizeof(Entry) * (total + 1));
+    j->entry_set = malloc(sizeof(int32_t) * (total + 1));
+    j->entry_pos = malloc(sizeof(int32_t) * (total + 1));
+    if (entries == NULL || j->entry_set == NULL || j->entry_pos == NULL)
+        goto fail;
+    {
+        int64_t *fill = malloc(sizeof(int64_t) * (vocab + 1));
+        if (fill == NULL)
+            goto fail;
+        memcpy(fill, token_at, sizeof(int64_t) * (vocab + 1));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int32_t *seq = j->toks + j->offsets[i];
+            for (int k = 0; k < j->plens[i]; k++) {
+                Entry *e = &entries[fill[seq[k]]++];
+                e->size = j->sizes[i];
+                e->pos = k;
+                e->set = (int32_t)i;
+            }
+        }
+        free(fill);
+    }
+    int64_t blocks = 0;
+    for (int64_t w = 0; w < vocab; w++) {
+        int64_t begin = token_at[w], end = token_at[w + 1];
+        qsort(entries + begin, (size_t)(end - begin), sizeof(Entry), compare_entry);
+        for (int64_t e = begin; e < end; e++)
+            if (e == begin || entries[e].size != entries[e - 1].size)
+                blocks++;
+    }
+    j->block_size = malloc(sizeof(int32_t) * (blocks + 1));
+    j->block_start = malloc(sizeof(int64_t) * (blocks + 1));
+    j->block_len = malloc(sizeof(int64_t) * (blocks + 1));
+    if (j->block_size == NULL || j->block_start == NULL || j->block_len == NULL)
+        goto fail;
+    int64_t b = 0;
+    for (int64_t w = 0; w < vocab; w++) {
+        int64_t begin = token_at[w], end = token_at[w + 1];
+        j->token_blocks[w] = b;
+        for (int64_t e = begin; e < end; e++) {
+            if (e == begin || entries[e].size != entries[e - 1].size) {
+                j->block_size[b] = entries[e].size;
+                j->block_start[b] = e;
+                j->block_len[b] = 0;
+                b++;
+            }
+            j->block_len[b - 1]++;
+            j->entry_set[e] = entries[e].set;
+            j->entry_pos[e] = entries[e].pos;
+        }
+    }
+    j->token_blocks[vocab] = b;
+    free(token_at);
+    free(entries);
+    return 0;
+fail:
+    free(token_at);
+    free(entries);
+    return -1;
+}
+
+/* How many tokens two ascending sets share, or fewer once ``need`` is out of reach. */
+static inline int
+overlap(const int32_t *a, int sa, const int32_t *b, int sb, int need)
+{
+    int p = 0, q = 0, o = 0;
+    while (p < sa && q < sb) {
+        int left_a = sa - p, left_b = sb - q;
+        if (o + (left_a < left_b ? left_a : left_b) < need)
+            return o;
+        if (a[p] == b[q]) {
+            o++;
+            p++;
+            q++;
+        }
+        else if (a[p] < b[q])
+            p++;
+        else
+            q++;
+    }
+    return o;
+}
+
+/* The anchor's partners into j->found, ascending; returns how many. */
+static Py_ssize_t
+join_partners(Join *j, Py_ssize_t i)
+{
+    int sa = j->sizes[i];
+    const int32_t *a = j->toks + j->offsets[i];
+    uint8_t *met = j->met;
+    Py_ssize_t touched = 0;
+    for (int pa = 0; pa < j->plens[i]; pa++) {
+        int32_t w = a[pa];
+        for (int64_t b = j->token_blocks[w]; b < j->token_blocks[w + 1]; b++) {
+            int sb = j->block_size[b];
+            int need = need_of(j, sa, sb);
+            int least = sa < sb ? sa : sb;
+            if (need > least)
+                continue; /* sizes too far apart */
+            if (pa > sa - need + 1)
+                continue; /* neither the first nor the second shared token of a */
+            int cut = sb - need + 1; /* b's positions beyond it cannot take part */
+            int64_t start = j->block_start[b], len = j->block_len[b];
+            int32_t *sets = j->entry_set + start;
+            int32_t *positions = j->entry_pos + start;
+            int64_t keep = 0, r = 0;
+            for (; r < len; r++) {
+                int32_t pb = positions[r];
+                if (pb > cut)
+                    break;
+                int32_t other = sets[r];
+                if (!j->alive[other])
+                    continue; /* taken or an earlier anchor: out of the list */
+                sets[keep] = other;
+                positions[keep] = pb;
+                keep++;
+                uint8_t m = met[other];
+                if (m == 0)
+                    j->touched[touched++] = other;
+                if (m < 2)
+                    met[other] = m + 1;
+            }
+            if (keep < r) { /* close the gap the dead left */
+                memmove(sets + keep, sets + r, sizeof(int32_t) * (len - r));
+                memmove(positions + keep, positions + r, sizeof(int32_t) * (len - r));
+                j->block_len[b] = len - (r - keep);
+            }
+        }
+    }
+    Py_ssize_t found = 0;
+    for (Py_ssize_t k = 0; k < touched; k++) {
+        int32_t other = j->touched[k];
+        uint8_t m = met[other];
+        met[other] = 0;
+        int sb = j->sizes[other];
+        int need = need_of(j, sa, sb);
+        if (m < 2 && need > 1)
+            continue; /* two shared tokens needed, met on one */
+        int o = overlap(a, sa, j->toks + j->offsets[other], sb, need);
+        if (o > 0 && (double)o / (double)(sa + sb - o) >= j->t)
+            j->found[found++] = other;
+    }
+    if (found > 1)
+        qsort(j->found, (size_t)found, sizeof(int32_t), compare_int32);
+    return found;
+}
+
+static PyObject *
+greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tokens;
+    double t;
+    if (!PyArg_ParseTuple(args, "Od:greedy_groups", &tokens, &t))
+        return NULL;
+    if (!(t > 0.0)) { /* NaN too */
+        PyErr_SetString(PyExc_ValueError, "threshold must be above 0");
+        return NULL;
+    }
+    Join j;
+    memset(&j, 0, sizeof(j));
+    j.t = t;
+    PyObject *result = NULL;
+    if (join_read(&j, tokens) < 0)
+        goto done;
+    Py_ssize_t n = j.n;
+    int interrupted = 0, failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    failed = join_rank(&j) < 0 || join_index(&j) < 0;
+    if (!failed) {
+        j.needs = calloc((size_t)CACHED_SIZES * CACHED_SIZES, sizeof(int16_t));
+        j.alive = malloc((size_t)n + 1);
+        j.met = calloc((size_t)n + 1, 1);
+        j.touched = malloc(sizeof(int32_t) * (n + 1));
+        j.found = malloc(sizeof(int32_t) * (n + 1));
+        j.group_at = malloc(sizeof(int32_t) * (n + 2));
+        j.group_members = malloc(sizeof(int32_t) * (n + 1));
+        failed = j.needs == NULL || j.alive == NULL || j.met == NULL || j.touched == NULL ||
+                 j.found == NULL || j.group_at == NULL || j.group_members == NULL;
+    }
+    if (!failed) {
+        memset(j.alive, 1, (size_t)n + 1);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if ((i & 4095) == 4095) {
+                Py_BLOCK_THREADS
+                interrupted = PyErr_CheckSignals();
+                Py_UNBLOCK_THREADS
+                if (interrupted)
+                    break;
+            }
+            if (!j.alive[i])
+                continue; /* taken by an earlier anchor */
+            j.alive[i] = 0; /* and no later anchor may take this one */
+            if (j.sizes[i] == 0)
+                continue;
+            Py_ssize_t found = join_partners(&j, i);
+            if (found == 0)
+                continue;
+            j.group_at[j.groups++] = (int32_t)j.members;
+            j.group_members[j.members++] = (int32_t)i;
+            for (Py_ssize_t k = 0; k < found; k++) {
+                j.alive[j.found[k]] = 0;
+                j.group_members[j.members++] = j.found[k];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (interrupted)
+        goto done;
+    j.group_at[j.groups] = (int32_t)j.members;
+    result = PyList_New(j.groups);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t g = 0; g < j.groups; g++) {
+        int32_t from = j.group_at[g], to = j.group_at[g + 1];
+        PyObject *group = PyList_New(to - from);
+        if (group == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, g, group);
+        for (int32_t k = from; k < to; k++) {
+            PyObject *member = PyLong_FromLong(j.group_members[k]);
+            if (member == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            PyList_SET_ITEM(group, k - from, member);
+        }
+    }
+done:
+    join_free(&j);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"greedy_groups", greedy_groups, METH_VARARGS,
+     "greedy_groups(tokens, threshold) -> list[list[int]]\n\n"
+     "The published merge rule's greedy groups: candidates in the greedy order, each\n"
+     "a set of distinct tokens; each group is its anchor followed by its partners,\n"
+     "ascending."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_cjoin",
+    .m_doc = "The published merge rule's greedy pass, compiled (see darwin_memo.consolidate).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__cjoin(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,3 @@
+from collections.abc import Hashable, Iterable, Sequence
+
+def greedy_groups(tokens: Sequence[Iterable[Hashable]], threshold: float) -> list[list[int]]: ...

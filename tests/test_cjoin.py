@@ -1,0 +1,193 @@
+"""The compiled join (``darwin_memo._cjoin``) gives the published rule's groups.
+
+It is optional: where no C compiler was found at install time the package runs the
+same join in Python. These tests compare it with the pairwise definition and with
+the Python join; they skip where it is not built, unless
+``DARWIN_MEMO_REQUIRE_EXTENSION=1`` (as ``.ci/run`` sets) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+import random
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darwin_memo import MemoryEntry, MemoryStore
+from test_consolidation import _templated_sets
+
+
+def _compiled() -> ModuleType:
+    try:
+        return importlib.import_module("darwin_memo._cjoin")
+    except ImportError:
+        if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
+            raise
+        pytest.skip("darwin_memo._cjoin is not built (no C compiler at install time)")
+
+
+def _greedy(sets: list[Any], threshold: float) -> list[list[int]]:
+    """The published greedy pass, pair by pair, with the pairwise scan's expression."""
+    taken: set[int] = set()
+    groups: list[list[int]] = []
+    for i, a in enumerate(sets):
+        if i in taken:
+            continue
+        taken.add(i)
+        if not a:
+            continue
+        partners = [
+            j
+            for j, b in enumerate(sets)
+            if j not in taken and b and len(a & b) / len(a | b) >= threshold
+        ]
+        taken.update(partners)
+        if partners:
+            groups.append([i, *partners])
+    return groups
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 160), st.floats(0.05, 1.2))
+def test_groups_equal_the_pairwise_greedy_pass(seed: int, size: int, threshold: float) -> None:
+    cjoin = _compiled()
+    rnd = random.Random(seed)
+    sets = _templated_sets(rnd, size)
+    assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 60), st.integers(1, 12), st.floats(0.05, 1.0))
+def test_groups_on_small_vocabularies(seed: int, size: int, vocab: int, threshold: float) -> None:
+    """Tiny sets from a few words: pairs one shared token can make, exact ties."""
+    cjoin = _compiled()
+    rnd = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    sets = [frozenset(rnd.sample(words, rnd.randint(0, min(4, vocab)))) for _ in range(size)]
+    assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold)
+
+
+def test_thresholds_on_the_edge_of_a_fraction() -> None:
+    """Overlaps whose similarity is exactly the threshold pass, as in the pairwise scan."""
+    cjoin = _compiled()
+    base = frozenset(f"t{i}" for i in range(20))
+    sets = [base, *(frozenset(list(base)[:k]) | {f"x{k}"} for k in range(1, 20))]
+    for k in range(1, 21):
+        for threshold in (k / 21, k / 20, math.nextafter(k / 20, 0), math.nextafter(k / 20, 1)):
+            assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold), threshold
+
+
+def test_large_sets() -> None:
+    """Sets of hundreds of tokens (beyond the table of needed overlaps it caches)."""
+    cjoin = _compiled()
+    rnd = random.Random(11)
+    vocab = [f"v{i}" for i in range(3000)]
+    base = [set(rnd.sample(vocab, rnd.randint(400, 900))) for _ in range(6)]
+    sets = []
+    for _ in range(60):
+        words = set(rnd.choice(base))
+        for w in rnd.sample(sorted(words), k=rnd.randint(0, len(words) // 2)):
+            words.discard(w)
+        words.update(rnd.sample(vocab, rnd.randint(0, 200)))
+        sets.append(frozenset(words))
+    for threshold in (0.3, 0.55, 0.8):
+        assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold)
+
+
+def test_any_hashable_tokens_and_repeats() -> None:
+    cjoin = _compiled()
+    sets = [[1, 2, 3, 3], (1, 2, 3), {"a", "b"}, frozenset({"a", "b", "c"}), [], [(1, 2)]]
+    as_sets = [frozenset(s) for s in sets]
+    assert cjoin.greedy_groups(sets, 0.6) == _greedy(as_sets, 0.6) == [[0, 1], [2, 3]]
+
+
+def test_bad_input_is_refused() -> None:
+    cjoin = _compiled()
+    for threshold in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="threshold"):
+            cjoin.greedy_groups([{"a"}], threshold)
+    with pytest.raises(TypeError):
+        cjoin.greedy_groups(5, 0.5)
+    with pytest.raises(TypeError):
+        cjoin.greedy_groups([{"a"}, 3], 0.5)
+    with pytest.raises(TypeError):
+        cjoin.greedy_groups([[["unhashable"]]], 0.5)
+    assert cjoin.greedy_groups([], 0.5) == []
+
+
+@contextlib.contextmanager
+def _pure_python() -> Iterator[None]:
+    from darwin_memo.consolidate import PURE_PYTHON_ENV
+
+    kept = os.environ.get(PURE_PYTHON_ENV)
+    os.environ[PURE_PYTHON_ENV] = "1"
+    try:
+        yield
+    finally:
+        if kept is None:
+            del os.environ[PURE_PYTHON_ENV]
+        else:
+            os.environ[PURE_PYTHON_ENV] = kept
+
+
+SLOTS = [f"svc{i}" for i in range(40)]
+TEMPLATES = [
+    "is it safe to {a} the {b} of {c} during business hours",
+    "why does {c} {a} when the {b} hangs",
+    "how do I fix {c} failing in {b} on {a} after the deploy of the api worker",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 200), st.floats(0.2, 1.0))
+def test_consolidation_compiled_and_in_python_alike(seed: int, size: int, threshold: float) -> None:
+    """A store's groups are the same with the compiled join and without it."""
+    _compiled()
+    from darwin_memo.consolidate import _groups_indexed, _groups_pairwise
+
+    rnd = random.Random(seed)
+    store = MemoryStore()
+    for _ in range(size):
+        text = rnd.choice(TEMPLATES).format(
+            a=rnd.choice(SLOTS[:5]), b=rnd.choice(SLOTS), c=rnd.choice(SLOTS[30:])
+        )
+        store.add(MemoryEntry(text, "", energy=rnd.choice([0.5, 1.0, 2.0])))
+    compiled = _groups_indexed(store, store.retriever, threshold, (), "off")  # type: ignore[arg-type]
+    with _pure_python():
+        python = _groups_indexed(store, store.retriever, threshold, (), "off")  # type: ignore[arg-type]
+    want = _groups_pairwise(store, threshold, (), "off")
+    ids = [[[e.id for e in g] for g in groups] for groups in (compiled, python, want)]
+    assert ids[0] == ids[1] == ids[2]
+
+
+def test_the_environment_variable_keeps_the_join_in_python(monkeypatch: Any) -> None:
+    _compiled()
+    module = importlib.import_module("darwin_memo.consolidate")
+    calls: list[int] = []
+    original = module._jaccard_partners
+
+    def spy(tokens: Any, threshold: float, growing: bool = False) -> Any:
+        calls.append(len(tokens))
+        return original(tokens, threshold, growing)
+
+    monkeypatch.setattr(module, "_jaccard_partners", spy)
+    store = MemoryStore()
+    for i in range(30):
+        store.add(MemoryEntry(f"restart the worker of svc{i % 7}", "drain it first"))
+    compiled = module.merge_groups(store, 1)
+    assert calls == [] and compiled
+    store = MemoryStore()
+    for i in range(30):
+        store.add(MemoryEntry(f"restart the worker of svc{i % 7}", "drain it first"))
+    with _pure_python():
+        python = module.merge_groups(store, 1)
+    assert calls == [30]
+    assert [m.members for m in python] != [] and len(python) == len(compiled)
