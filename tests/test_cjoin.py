@@ -191,3 +191,26 @@ def test_the_environment_variable_keeps_the_join_in_python(monkeypatch: Any) -> 
         python = module.merge_groups(store, 1)
     assert calls == [30]
     assert [m.members for m in python] != [] and len(python) == len(compiled)
+
+
+def test_more_anchors_than_the_stamps_hold() -> None:
+    """Past 16,383 anchors the meeting stamps start over: no stale stamp counts."""
+    cjoin = _compiled()
+    from darwin_memo.consolidate import _jaccard_partners
+
+    rnd = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    sets = [frozenset(rnd.sample(words, rnd.randint(2, 7))) for _ in range(20_000)]
+    partners = _jaccard_partners(sets, 0.55, growing=True)
+    want: list[list[int]] = []
+    skip: set[int] = set()
+    for i in range(len(sets)):
+        if i in skip:
+            continue
+        skip.add(i)
+        found = partners(i, skip)
+        skip.update(found)
+        if found:
+            want.append([i, *found])
+    assert len(want) > 100
+    assert cjoin.greedy_groups(sets, 0.55) == want

@@ -29,9 +29,34 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* Needed overlaps are cached for sizes below this (a table of int16). */
 #define CACHED_SIZES 512
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_FOR(address, write) __builtin_prefetch((address), (write))
+#define POPCOUNT64(x) __builtin_popcountll(x)
+#else
+#define PREFETCH_FOR(address, write) ((void)0)
+static inline int
+POPCOUNT64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+#endif
+
+/* A set taken into a group or done as an anchor. */
+#define GONE 0xffff
+/* Anchors stamp the sets they meet with an epoch; after this many the stamps restart. */
+#define EPOCHS 0x3fff
+/* How many entries ahead the walks ask for memory. */
+#define PREFETCH 8
 
 /* The least overlap o with o / (sa + sb - o) >= t; min(sa, sb) + 1 when none
  * (consolidate._NeededOverlaps, step for step). */
@@ -64,11 +89,54 @@ indexed_len(double t, int size)
     return len < 0 ? 0 : len;
 }
 
+/* malloc, with large arrays on huge pages where the system offers them on request: the
+ * join reads them at random, and a miss in the TLB costs as much as one in the cache. */
+static void *
+big_malloc(size_t size)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const size_t huge = (size_t)2 << 20;
+    if (size >= 2 * huge) {
+        void *p = NULL;
+        size_t rounded = (size + huge - 1) / huge * huge;
+        if (posix_memalign(&p, huge, rounded) == 0) {
+            madvise(p, rounded, MADV_HUGEPAGE);
+            return p;
+        }
+        return NULL;
+    }
+#endif
+    return malloc(size);
+}
+
+static void *
+big_calloc(size_t count, size_t size)
+{
+    void *p = big_malloc(count * size);
+    if (p != NULL)
+        memset(p, 0, count * size);
+    return p;
+}
+
 static int
 compare_int32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
+}
+
+/* A set's tokens hashed into 192 bits: a token of one set whose bit the other's
+ * signature lacks is not in the other set. */
+typedef struct {
+    uint64_t bits[3];
+    int32_t size;
+    int32_t spare; /* the tokens sharing a bit with another of the set's own */
+} Signature;
+
+static inline int
+token_bit(int32_t rank)
+{
+    return (int)(((uint64_t)(uint32_t)rank * 0x9E3779B97F4A7C15ull) >> 56) % 192;
 }
 
 typedef struct {
@@ -87,9 +155,10 @@ typedef struct {
     int64_t *block_start;
     int64_t *block_len;
     int32_t *entry_set;
-    int32_t *entry_pos;
-    uint8_t *alive;
-    uint8_t *met;     /* per set: meetings with the anchor (saturating at 2) */
+    uint8_t *entry_pos; /* clamped at 255: only ever understated */
+    Signature *signatures; /* per set: its tokens hashed into bits, and its size */
+    uint16_t *state; /* per set: GONE, or the anchor's epoch << 2 | meetings (1 or 2) */
+    uint16_t epoch;
     int32_t *touched; /* the sets the anchor met */
     int32_t *found;   /* the anchor's partners */
     int32_t *group_at;
@@ -112,8 +181,8 @@ join_free(Join *j)
     free(j->block_len);
     free(j->entry_set);
     free(j->entry_pos);
-    free(j->alive);
-    free(j->met);
+    free(j->state);
+    free(j->signatures);
     free(j->touched);
     free(j->found);
     free(j->group_at);
@@ -150,8 +219,8 @@ join_read(Join *j, PyObject *tokens)
         goto done;
     }
     j->n = n;
-    j->offsets = malloc(sizeof(int64_t) * (n + 1));
-    j->sizes = malloc(sizeof(int32_t) * (n + 1));
+    j->offsets = big_malloc(sizeof(int64_t) * (n + 1));
+    j->sizes = big_malloc(sizeof(int32_t) * (n + 1));
     if (j->offsets == NULL || j->sizes == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -165,7 +234,7 @@ join_read(Join *j, PyObject *tokens)
         total += size;
     }
     j->offsets[n] = total;
-    j->toks = malloc(sizeof(int32_t) * (total + 1));
+    j->toks = big_malloc(sizeof(int32_t) * (total + 1));
     if (j->toks == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -236,7 +305,8 @@ join_rank(Join *j)
     int64_t *first = NULL;
     int32_t *rank = malloc(sizeof(int32_t) * (vocab + 1));
     int64_t largest = 0;
-    if (held == NULL || rank == NULL)
+    j->signatures = big_malloc(sizeof(Signature) * ((size_t)j->n + 1));
+    if (held == NULL || rank == NULL || j->signatures == NULL)
         goto fail;
     for (int64_t k = 0; k < j->offsets[j->n]; k++)
         held[j->toks[k]]++;
@@ -264,6 +334,17 @@ join_rank(Join *j)
             if (kept == 0 || seq[k] != seq[kept - 1])
                 seq[kept++] = seq[k];
         j->sizes[i] = (int32_t)kept;
+        Signature *sig = &j->signatures[i];
+        memset(sig, 0, sizeof(*sig));
+        int distinct = 0;
+        for (int64_t k = 0; k < kept; k++) {
+            int bit = token_bit(seq[k]);
+            uint64_t mask = (uint64_t)1 << (bit & 63);
+            distinct += !(sig->bits[bit >> 6] & mask);
+            sig->bits[bit >> 6] |= mask;
+        }
+        sig->size = (int32_t)kept;
+        sig->spare = (int32_t)(kept - distinct);
     }
     free(held);
     free(first);
@@ -317,8 +398,8 @@ join_index(Join *j)
     for (int64_t w = 1; w <= vocab; w++)
         token_at[w] += token_at[w - 1];
     entries = malloc(sizeof(Entry) * (total + 1));
-    j->entry_set = malloc(sizeof(int32_t) * (total + 1));
-    j->entry_pos = malloc(sizeof(int32_t) * (total + 1));
+    j->entry_set = big_malloc(sizeof(int32_t) * (total + 1));
+    j->entry_pos = big_malloc((size_t)total + 1);
     if (entries == NULL || j->entry_set == NULL || j->entry_pos == NULL)
         goto fail;
     {
@@ -363,7 +444,7 @@ join_index(Join *j)
             }
             j->block_len[b - 1]++;
             j->entry_set[e] = entries[e].set;
-            j->entry_pos[e] = entries[e].pos;
+            j->entry_pos[e] = (uint8_t)(entries[e].pos < 255 ? entries[e].pos : 255);
         }
     }
     j->token_blocks[vocab] = b;
@@ -404,55 +485,89 @@ join_partners(Join *j, Py_ssize_t i)
 {
     int sa = j->sizes[i];
     const int32_t *a = j->toks + j->offsets[i];
-    uint8_t *met = j->met;
-    Py_ssize_t touched = 0;
+    uint16_t *state = j->state;
+    /* A set met once can pair with the anchor only where one shared token may do. */
+    int once_may_do = 1.0 / (double)sa >= j->t;
+    if (++j->epoch == EPOCHS) { /* stamps from long ago could pass for this anchor's */
+        for (Py_ssize_t k = 0; k < j->n; k++)
+            if (state[k] != GONE)
+                state[k] = 0;
+        j->epoch = 1;
+    }
+    uint16_t met_once = (uint16_t)(j->epoch << 2 | 1), met_twice = met_once + 1;
+    int32_t *twice = j->touched;
+    Py_ssize_t candidates = 0;
+    int32_t *once = j->found; /* only where one shared token may do */
+    Py_ssize_t singles = 0;
     for (int pa = 0; pa < j->plens[i]; pa++) {
         int32_t w = a[pa];
         for (int64_t b = j->token_blocks[w]; b < j->token_blocks[w + 1]; b++) {
             int sb = j->block_size[b];
             int need = need_of(j, sa, sb);
-            int least = sa < sb ? sa : sb;
-            if (need > least)
+            if (need > (sa < sb ? sa : sb))
                 continue; /* sizes too far apart */
             if (pa > sa - need + 1)
                 continue; /* neither the first nor the second shared token of a */
             int cut = sb - need + 1; /* b's positions beyond it cannot take part */
             int64_t start = j->block_start[b], len = j->block_len[b];
             int32_t *sets = j->entry_set + start;
-            int32_t *positions = j->entry_pos + start;
+            uint8_t *positions = j->entry_pos + start;
             int64_t keep = 0, r = 0;
             for (; r < len; r++) {
-                int32_t pb = positions[r];
+                uint8_t pb = positions[r];
                 if (pb > cut)
                     break;
+                if (r + PREFETCH < len)
+                    PREFETCH_FOR(&state[sets[r + PREFETCH]], 1);
                 int32_t other = sets[r];
-                if (!j->alive[other])
+                uint16_t s = state[other];
+                if (s == GONE)
                     continue; /* taken or an earlier anchor: out of the list */
-                sets[keep] = other;
-                positions[keep] = pb;
+                if (keep != r) {
+                    sets[keep] = other;
+                    positions[keep] = pb;
+                }
                 keep++;
-                uint8_t m = met[other];
-                if (m == 0)
-                    j->touched[touched++] = other;
-                if (m < 2)
-                    met[other] = m + 1;
+                if (s == met_once) {
+                    state[other] = met_twice;
+                    twice[candidates++] = other;
+                }
+                else if (s != met_twice) {
+                    state[other] = met_once;
+                    if (once_may_do)
+                        once[singles++] = other;
+                }
             }
             if (keep < r) { /* close the gap the dead left */
                 memmove(sets + keep, sets + r, sizeof(int32_t) * (len - r));
-                memmove(positions + keep, positions + r, sizeof(int32_t) * (len - r));
+                memmove(positions + keep, positions + r, len - r);
                 j->block_len[b] = len - (r - keep);
             }
         }
     }
+    if (once_may_do) { /* those met once that one shared token may pair, with the twice met */
+        for (Py_ssize_t k = 0; k < singles; k++) {
+            int32_t other = once[k];
+            if (state[other] == met_once && need_of(j, sa, j->sizes[other]) == 1)
+                twice[candidates++] = other;
+        }
+    }
     Py_ssize_t found = 0;
-    for (Py_ssize_t k = 0; k < touched; k++) {
-        int32_t other = j->touched[k];
-        uint8_t m = met[other];
-        met[other] = 0;
-        int sb = j->sizes[other];
+    const Signature *signatures = j->signatures;
+    const Signature *mine = &signatures[i];
+    for (Py_ssize_t k = 0; k < candidates; k++) {
+        if (k + PREFETCH < candidates)
+            PREFETCH_FOR(&signatures[twice[k + PREFETCH]], 0);
+        int32_t other = twice[k];
+        const Signature *theirs = &signatures[other];
+        int sb = theirs->size;
         int need = need_of(j, sa, sb);
-        if (m < 2 && need > 1)
-            continue; /* two shared tokens needed, met on one */
+        /* at most the anchor's tokens whose bits the other holds */
+        int most = POPCOUNT64(mine->bits[0] & theirs->bits[0]) +
+                   POPCOUNT64(mine->bits[1] & theirs->bits[1]) +
+                   POPCOUNT64(mine->bits[2] & theirs->bits[2]) + mine->spare;
+        if (most < need)
+            continue;
         int o = overlap(a, sa, j->toks + j->offsets[other], sb, need);
         if (o > 0 && (double)o / (double)(sa + sb - o) >= j->t)
             j->found[found++] = other;
@@ -485,17 +600,15 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
     failed = join_rank(&j) < 0 || join_index(&j) < 0;
     if (!failed) {
         j.needs = calloc((size_t)CACHED_SIZES * CACHED_SIZES, sizeof(int16_t));
-        j.alive = malloc((size_t)n + 1);
-        j.met = calloc((size_t)n + 1, 1);
+        j.state = big_calloc((size_t)n + 1, sizeof(uint16_t));
         j.touched = malloc(sizeof(int32_t) * (n + 1));
         j.found = malloc(sizeof(int32_t) * (n + 1));
         j.group_at = malloc(sizeof(int32_t) * (n + 2));
         j.group_members = malloc(sizeof(int32_t) * (n + 1));
-        failed = j.needs == NULL || j.alive == NULL || j.met == NULL || j.touched == NULL ||
+        failed = j.needs == NULL || j.state == NULL || j.touched == NULL ||
                  j.found == NULL || j.group_at == NULL || j.group_members == NULL;
     }
     if (!failed) {
-        memset(j.alive, 1, (size_t)n + 1);
         for (Py_ssize_t i = 0; i < n; i++) {
             if ((i & 4095) == 4095) {
                 Py_BLOCK_THREADS
@@ -504,9 +617,9 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
                 if (interrupted)
                     break;
             }
-            if (!j.alive[i])
+            if (j.state[i] == GONE)
                 continue; /* taken by an earlier anchor */
-            j.alive[i] = 0; /* and no later anchor may take this one */
+            j.state[i] = GONE; /* and no later anchor may take this one */
             if (j.sizes[i] == 0)
                 continue;
             Py_ssize_t found = join_partners(&j, i);
@@ -515,7 +628,7 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
             j.group_at[j.groups++] = (int32_t)j.members;
             j.group_members[j.members++] = (int32_t)i;
             for (Py_ssize_t k = 0; k < found; k++) {
-                j.alive[j.found[k]] = 0;
+                j.state[j.found[k]] = GONE;
                 j.group_members[j.members++] = j.found[k];
             }
         }
