@@ -498,3 +498,17 @@ def test_an_entry_named_by_another_open_ticket_is_not_buried_on_settle(
     with Ledger.open(path) as ledger:
         assert {t.id for t in ledger.pending()} == {unrelated.id}
         assert ledger.verify() == []
+
+
+def test_utc_now_iso_is_the_current_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stamp text is made once per second and follows the clock, backwards too."""
+    import time
+
+    from darwin_memo import types
+
+    clock = [1_800_000_000.25]
+    monkeypatch.setattr(types.time, "time", lambda: clock[0])
+    for now in (1_800_000_000.25, 1_800_000_000.9, 1_800_000_001.0, 1_700_000_000.5, 0.0):
+        clock[0] = now
+        want = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(int(now)))
+        assert types.utc_now_iso() == want

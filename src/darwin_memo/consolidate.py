@@ -1041,6 +1041,20 @@ def merge_groups(
         raise ValueError(
             f"unknown merge similarity {similarity!r} (choose from {', '.join(MERGE_SIMILARITIES)})"
         )
+    # The join, the members read whole and their writes allocate millions of small
+    # containers while the store is alive: the collector would walk it again and again.
+    with collector.paused():
+        return _merge_groups(store, cycle, threshold, exclude, source_policy, similarity)
+
+
+def _merge_groups(
+    store: MemoryStore,
+    cycle: int,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+    similarity: str,
+) -> list[Merge]:
     planned: list[tuple[MemoryEntry, list[str]]] = []
     for group in _groups(store, threshold, exclude, source_policy, similarity):
         answers: list[str] = []

@@ -37,10 +37,17 @@ __all__ = [
 ALIVE_EPSILON = 1e-9
 
 
+_last_stamp: tuple[int, str] = (-1, "")
+
+
 def utc_now_iso() -> str:
     """Now, in UTC, ISO-8601 at second precision (``2026-11-29T23:38:15+00:00``)."""
-    # time.strftime rather than datetime: the same text, without importing datetime.
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    global _last_stamp
+    now = int(time.time())
+    if now != _last_stamp[0]:  # a tick notes every merged entry: one text per second
+        # time.strftime rather than datetime: the same text, without importing datetime.
+        _last_stamp = (now, time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now)))
+    return _last_stamp[1]
 
 
 def new_id() -> str:
