@@ -13,7 +13,9 @@ also prints the N costliest functions (cProfile; it inflates the figures).
 ``--ticks N`` runs N consolidating ticks in a row, each from a freshly opened ledger,
 and prints one line per tick (the fingerprint covers every merge so far): the first
 consolidation of a store, then the ones after it. ``--similarity weighted`` ticks under
-the rarity-weighted merge rule instead of the published one.
+the rarity-weighted merge rule instead of the published one. With the compiled join
+built (``darwin_memo._cjoin``), ``DARWIN_MEMO_PURE_PYTHON=1`` measures the Python join
+instead (the fingerprint must not change).
 """
 
 from __future__ import annotations

@@ -358,86 +358,94 @@ fail:
 }
 
 typedef struct {
-    int32_t size;
-    int32_t pos;
     int32_t set;
+    int32_t pos;
 } Entry;
 
-static int
-compare_entry(const void *a, const void *b)
-{
-    const Entry *x = a, *y = b;
-    if (x->size != y->size)
-        return (x->size > y->size) - (x->size < y->size);
-    if (x->pos != y->pos)
-        return (x->pos > y->pos) - (x->pos < y->pos);
-    return (x->set > y->set) - (x->set < y->set);
-}
+/* Stable counting sort of ``from`` into ``to`` by ``key(entry)`` in [0, keys). */
+#define COUNTING_SORT(from, to, total, keys, key, count)                                    \
+    do {                                                                                 \
+        memset((count), 0, sizeof(int64_t) * ((size_t)(keys) + 1));                       \
+        for (int64_t e_ = 0; e_ < (total); e_++) {                                         \
+            Entry entry_ = (from)[e_];                                                   \
+            (count)[(key) + 1]++;                                                        \
+        }                                                                                \
+        for (int64_t k_ = 1; k_ <= (keys); k_++)                                          \
+            (count)[k_] += (count)[k_ - 1];                                              \
+        for (int64_t e_ = 0; e_ < (total); e_++) {                                         \
+            Entry entry_ = (from)[e_];                                                   \
+            (to)[(count)[(key)]++] = entry_;                                             \
+        }                                                                                \
+    } while (0)
 
-/* Index every set's extended prefix by (token, size, position). */
+/* Index every set's extended prefix by (token, size, position): each token's entries
+ * in blocks of one set size, by position within a block. */
 static int
 join_index(Join *j)
 {
     Py_ssize_t n = j->n;
     int64_t vocab = j->vocab;
     int64_t *token_at = calloc((size_t)vocab + 1, sizeof(int64_t));
-    Entry *entries = NULL;
+    int64_t *count = NULL;
+    Entry *entries = NULL, *spare = NULL;
     j->plens = malloc(sizeof(int32_t) * (n + 1));
     j->token_blocks = malloc(sizeof(int64_t) * (vocab + 1));
     if (token_at == NULL || j->plens == NULL || j->token_blocks == NULL)
         goto fail;
-    int64_t total = 0;
+    int64_t total = 0, longest = 0, largest = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int p = indexed_len(j->t, j->sizes[i]);
         j->plens[i] = p;
-        const int32_t *seq = j->toks + j->offsets[i];
-        for (int k = 0; k < p; k++)
-            token_at[seq[k] + 1]++;
         total += p;
+        if (p > longest)
+            longest = p;
+        if (j->sizes[i] > largest)
+            largest = j->sizes[i];
     }
-    for (int64_t w = 1; w <= vocab; w++)
-        token_at[w] += token_at[w - 1];
-    entries = malloc(sizeof(Entry) * (total + 1));
+    entries = big_malloc(sizeof(Entry) * (total + 1));
+    spare = big_malloc(sizeof(Entry) * (total + 1));
+    count = malloc(sizeof(int64_t) * ((size_t)(vocab > largest ? vocab : largest) + 2));
     j->entry_set = big_malloc(sizeof(int32_t) * (total + 1));
     j->entry_pos = big_malloc((size_t)total + 1);
-    if (entries == NULL || j->entry_set == NULL || j->entry_pos == NULL)
+    if (entries == NULL || spare == NULL || count == NULL || j->entry_set == NULL ||
+        j->entry_pos == NULL)
         goto fail;
-    {
-        int64_t *fill = malloc(sizeof(int64_t) * (vocab + 1));
-        if (fill == NULL)
-            goto fail;
-        memcpy(fill, token_at, sizeof(int64_t) * (vocab + 1));
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const int32_t *seq = j->toks + j->offsets[i];
-            for (int k = 0; k < j->plens[i]; k++) {
-                Entry *e = &entries[fill[seq[k]]++];
-                e->size = j->sizes[i];
-                e->pos = k;
-                e->set = (int32_t)i;
-            }
+    int64_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (int k = 0; k < j->plens[i]; k++) {
+            spare[at].set = (int32_t)i;
+            spare[at].pos = k;
+            at++;
         }
-        free(fill);
-    }
+    /* by position, then (stably) by set size, then by token */
+    COUNTING_SORT(spare, entries, total, longest, entry_.pos, count);
+    COUNTING_SORT(entries, spare, total, largest + 1, j->sizes[entry_.set], count);
+    COUNTING_SORT(spare, entries, total, vocab, j->toks[j->offsets[entry_.set] + entry_.pos],
+                  count);
+    memcpy(token_at, count, sizeof(int64_t) * ((size_t)vocab + 1)); /* each token's end */
+    free(spare);
+    spare = NULL;
     int64_t blocks = 0;
-    for (int64_t w = 0; w < vocab; w++) {
-        int64_t begin = token_at[w], end = token_at[w + 1];
-        qsort(entries + begin, (size_t)(end - begin), sizeof(Entry), compare_entry);
-        for (int64_t e = begin; e < end; e++)
-            if (e == begin || entries[e].size != entries[e - 1].size)
-                blocks++;
+    for (int64_t e = 0; e < total; e++) {
+        int32_t set = entries[e].set;
+        int32_t w = j->toks[j->offsets[set] + entries[e].pos];
+        if (e == 0 || w != j->toks[j->offsets[entries[e - 1].set] + entries[e - 1].pos] ||
+            j->sizes[set] != j->sizes[entries[e - 1].set])
+            blocks++;
     }
     j->block_size = malloc(sizeof(int32_t) * (blocks + 1));
     j->block_start = malloc(sizeof(int64_t) * (blocks + 1));
     j->block_len = malloc(sizeof(int64_t) * (blocks + 1));
     if (j->block_size == NULL || j->block_start == NULL || j->block_len == NULL)
         goto fail;
-    int64_t b = 0;
+    int64_t b = 0, begin = 0;
     for (int64_t w = 0; w < vocab; w++) {
-        int64_t begin = token_at[w], end = token_at[w + 1];
+        int64_t end = token_at[w];
         j->token_blocks[w] = b;
         for (int64_t e = begin; e < end; e++) {
-            if (e == begin || entries[e].size != entries[e - 1].size) {
-                j->block_size[b] = entries[e].size;
+            int32_t size = j->sizes[entries[e].set];
+            if (e == begin || size != j->block_size[b - 1]) {
+                j->block_size[b] = size;
                 j->block_start[b] = e;
                 j->block_len[b] = 0;
                 b++;
@@ -446,14 +454,18 @@ join_index(Join *j)
             j->entry_set[e] = entries[e].set;
             j->entry_pos[e] = (uint8_t)(entries[e].pos < 255 ? entries[e].pos : 255);
         }
+        begin = end;
     }
     j->token_blocks[vocab] = b;
     free(token_at);
+    free(count);
     free(entries);
     return 0;
 fail:
     free(token_at);
+    free(count);
     free(entries);
+    free(spare);
     return -1;
 }
 
