@@ -677,7 +677,7 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
 
     module = sys.modules["darwin_memo.consolidate"]
     calls: list[int] = []
-    originals = (module._jaccard_partners, module._native_groups)
+    originals = (module._jaccard_partners, module._native_stream)
 
     def spy(original: Any) -> Any:
         def joined(tokens: Any, threshold: float) -> Any:
@@ -686,7 +686,7 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
 
         return joined
 
-    module._jaccard_partners, module._native_groups = map(spy, originals)
+    module._jaccard_partners, module._native_stream = map(spy, originals)
     try:
         store.forget_cached()
         want = _groups_pairwise(store, 0.55, (), "off")
@@ -694,7 +694,7 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
         with _constants(COMPILED_JOIN_TARGETS=1):
             merges = merge_groups(store, cycle=3)
     finally:
-        module._jaccard_partners, module._native_groups = originals
+        module._jaccard_partners, module._native_stream = originals
     assert [list(m.members) for m in merges] == [[e.id for e in g] for g in want]
     assert calls == []
     assert merges, "some newcomers should merge with what was settled"

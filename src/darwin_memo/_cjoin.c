@@ -55,6 +55,9 @@ POPCOUNT64(uint64_t x)
 #define GONE 0xffff
 /* Anchors stamp the sets they meet with an epoch; after this many the stamps restart. */
 #define EPOCHS 0x3fff
+/* Every this many anchors (a power of two) the join checks for signals and, with a
+ * sink, hands over the groups found meanwhile. */
+#define EMIT_EVERY 4096
 /* How many entries ahead the walks ask for memory. */
 #define PREFETCH 8
 
@@ -589,15 +592,68 @@ join_partners(Join *j, Py_ssize_t i)
     return found;
 }
 
+/* Groups [from, to) as a list of lists of ints (the GIL held). */
 static PyObject *
-greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
+groups_list(Join *j, Py_ssize_t from, Py_ssize_t to)
 {
+    j->group_at[j->groups] = (int32_t)j->members; /* where the last group ends */
+    PyObject *out = PyList_New(to - from);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t g = from; g < to; g++) {
+        int32_t start = j->group_at[g], end = j->group_at[g + 1];
+        PyObject *group = PyList_New(end - start);
+        if (group == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, g - from, group);
+        for (int32_t k = start; k < end; k++) {
+            PyObject *member = PyLong_FromLong(j->group_members[k]);
+            if (member == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(group, k - start, member);
+        }
+    }
+    return out;
+}
+
+/* Hand the groups found since the last time to ``sink``; -1 with an exception set. */
+static int
+emit(Join *j, PyObject *sink, Py_ssize_t *emitted)
+{
+    if (j->groups == *emitted)
+        return 0;
+    PyObject *batch = groups_list(j, *emitted, j->groups);
+    if (batch == NULL)
+        return -1;
+    PyObject *res = PyObject_CallOneArg(sink, batch);
+    Py_DECREF(batch);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    *emitted = j->groups;
+    return 0;
+}
+
+static PyObject *
+greedy_groups(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"tokens", "threshold", "sink", NULL};
     PyObject *tokens;
+    PyObject *sink = Py_None;
     double t;
-    if (!PyArg_ParseTuple(args, "Od:greedy_groups", &tokens, &t))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Od|O:greedy_groups", keywords, &tokens, &t,
+                                     &sink))
         return NULL;
     if (!(t > 0.0)) { /* NaN too */
         PyErr_SetString(PyExc_ValueError, "threshold must be above 0");
+        return NULL;
+    }
+    if (sink != Py_None && !PyCallable_Check(sink)) {
+        PyErr_SetString(PyExc_TypeError, "sink must be callable");
         return NULL;
     }
     Join j;
@@ -607,7 +663,8 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (join_read(&j, tokens) < 0)
         goto done;
     Py_ssize_t n = j.n;
-    int interrupted = 0, failed = 0;
+    Py_ssize_t emitted = 0;
+    int stopped = 0, failed = 0;
     Py_BEGIN_ALLOW_THREADS
     failed = join_rank(&j) < 0 || join_index(&j) < 0;
     if (!failed) {
@@ -622,11 +679,12 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (!failed) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            if ((i & 4095) == 4095) {
+            if ((i & (EMIT_EVERY - 1)) == EMIT_EVERY - 1) {
                 Py_BLOCK_THREADS
-                interrupted = PyErr_CheckSignals();
+                stopped = PyErr_CheckSignals() < 0 ||
+                          (sink != Py_None && emit(&j, sink, &emitted) < 0);
                 Py_UNBLOCK_THREADS
-                if (interrupted)
+                if (stopped)
                     break;
             }
             if (j.state[i] == GONE)
@@ -650,28 +708,14 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (interrupted)
+    if (stopped)
         goto done;
-    j.group_at[j.groups] = (int32_t)j.members;
-    result = PyList_New(j.groups);
-    if (result == NULL)
-        goto done;
-    for (Py_ssize_t g = 0; g < j.groups; g++) {
-        int32_t from = j.group_at[g], to = j.group_at[g + 1];
-        PyObject *group = PyList_New(to - from);
-        if (group == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, g, group);
-        for (int32_t k = from; k < to; k++) {
-            PyObject *member = PyLong_FromLong(j.group_members[k]);
-            if (member == NULL) {
-                Py_CLEAR(result);
-                goto done;
-            }
-            PyList_SET_ITEM(group, k - from, member);
-        }
+    if (sink == Py_None) {
+        result = groups_list(&j, 0, j.groups);
+    }
+    else if (emit(&j, sink, &emitted) == 0) {
+        result = Py_None;
+        Py_INCREF(result);
     }
 done:
     join_free(&j);
@@ -679,11 +723,13 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"greedy_groups", greedy_groups, METH_VARARGS,
-     "greedy_groups(tokens, threshold) -> list[list[int]]\n\n"
+    {"greedy_groups", (PyCFunction)(void (*)(void))greedy_groups, METH_VARARGS | METH_KEYWORDS,
+     "greedy_groups(tokens, threshold, sink=None) -> list[list[int]] | None\n\n"
      "The published merge rule's greedy groups: candidates in the greedy order, each\n"
      "a set of distinct tokens; each group is its anchor followed by its partners,\n"
-     "ascending."},
+     "ascending. With ``sink``, the groups go to ``sink(list_of_groups)`` in order, a\n"
+     "batch now and then while the join runs (the GIL is released in between), and\n"
+     "None is returned; an exception from ``sink`` stops the join and propagates."},
     {NULL, NULL, 0, NULL},
 };
 

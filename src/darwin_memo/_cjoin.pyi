@@ -1,3 +1,13 @@
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import overload
 
-def greedy_groups(tokens: Sequence[Iterable[Hashable]], threshold: float) -> list[list[int]]: ...
+@overload
+def greedy_groups(
+    tokens: Sequence[Iterable[Hashable]], threshold: float, sink: None = None
+) -> list[list[int]]: ...
+@overload
+def greedy_groups(
+    tokens: Sequence[Iterable[Hashable]],
+    threshold: float,
+    sink: Callable[[list[list[int]]], object],
+) -> None: ...

@@ -13,13 +13,14 @@ summed uses, and their ids as lineage. The members go to the graveyard.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import math
 import operator
 import os
 from array import array
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 
 from . import collector
 from .records import record
@@ -87,21 +88,31 @@ def _groups(
     similarity: str = "jaccard",
 ) -> list[list[MemoryEntry]]:
     """The published greedy clustering; lexical stores find partners through an index."""
+    return [
+        group
+        for batch in _group_batches(store, threshold, exclude, source_policy, similarity)
+        for group in batch
+    ]
+
+
+def _group_batches(
+    store: MemoryStore,
+    threshold: float,
+    exclude: Collection[str],
+    source_policy: str,
+    similarity: str = "jaccard",
+) -> Generator[list[list[MemoryEntry]], None, None]:
+    """``_groups`` in batches, in order: with the compiled join, a batch as soon as the
+    join (on another thread) has found it, so that its members are read meanwhile."""
     from .retrieval import LexicalRetriever
 
     weighted = similarity == "weighted"
     if isinstance(store.retriever, LexicalRetriever) and (threshold > 0 or weighted):
-        return _groups_indexed(
-            store,
-            store.retriever,
-            threshold,
-            exclude,
-            source_policy,
-            weighted=weighted,
-        )
+        yield from _gather(store, store.retriever, threshold, exclude, source_policy, weighted)
+        return
     if weighted:
         raise ValueError("merge similarity 'weighted' needs the lexical retriever")
-    return _groups_pairwise(store, threshold, exclude, source_policy)
+    yield _groups_pairwise(store, threshold, exclude, source_policy)
 
 
 def _groups_indexed(
@@ -115,7 +126,8 @@ def _groups_indexed(
 ) -> list[list[MemoryEntry]]:
     """Same groups as the pairwise scan, without comparing every pair."""
     with collector.paused():  # the join allocates millions of small containers
-        return _gather(store, retriever, threshold, exclude, source_policy, weighted)
+        batches = _gather(store, retriever, threshold, exclude, source_policy, weighted)
+        return [group for batch in batches for group in batch]
 
 
 class MergeCandidates:
@@ -207,17 +219,22 @@ def _gather(
     exclude: Collection[str],
     source_policy: str,
     weighted: bool,
-) -> list[list[MemoryEntry]]:
+) -> Generator[list[list[MemoryEntry]], None, None]:
     # Settled entries are kept for the published rule with no source policy only.
     rule = settled_rule(threshold) if source_policy == "off" and not weighted else None
     found = _read_candidates(store, retriever, exclude, source_policy != "off", rule)
     tokens, sources = found.tokens, found.sources
     if found.settled is not None and found.settle is not None:
-        return _as_entries(found, _gather_settled(found, threshold))
+        for batch in _gather_settled(found, threshold):
+            yield _as_entries(found, batch)
+        return
     if source_policy == "off" and not weighted:
-        native = _native_groups(tokens, threshold)
-        if native is not None:
-            return _as_entries(found, native)
+        stream = _native_stream(tokens, threshold)
+        if stream is not None:
+            with contextlib.closing(stream):
+                for batch in stream:
+                    yield _as_entries(found, batch)
+            return
     if weighted:
         partners = _weighted_partners(tokens, threshold, growing=True)
     else:
@@ -255,7 +272,7 @@ def _gather(
         if len(group) >= 2:
             consumed.add(i)
             groups.append(group)
-    return _as_entries(found, groups)
+    yield _as_entries(found, groups)
 
 
 def _as_entries(found: MergeCandidates, groups: list[list[int]]) -> list[list[MemoryEntry]]:
@@ -288,8 +305,11 @@ of the candidates (escrowed, pinned, on probation, juvenile) is not settled.
 """
 
 
-def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]:
-    """The published groups (no source policy) using what the store knows is settled."""
+def _gather_settled(
+    found: MergeCandidates, threshold: float
+) -> Generator[list[list[int]], None, None]:
+    """The published groups (no source policy) using what the store knows is settled,
+    in batches; the standing entries are settled once the last batch is taken."""
     tokens = found.tokens
     settled = found.settled
     assert settled is not None and found.settle is not None
@@ -301,12 +321,15 @@ def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]
     standing: list[int] = []
     # Unless they are few enough to look up one by one, the compiled pass over every
     # candidate beats probing from the unsettled ones.
-    native = None
+    stream = None
     if len(fresh) * COMPILED_JOIN_TARGETS > len(everyone):
-        native = _native_groups(tokens, threshold)
-    if native is not None:
-        groups = native
-        grouped = set(itertools.chain.from_iterable(groups))
+        stream = _native_stream(tokens, threshold)
+    if stream is not None:
+        grouped: set[int] = set()
+        with contextlib.closing(stream):
+            for batch in stream:
+                grouped.update(itertools.chain.from_iterable(batch))
+                yield batch
         standing = [i for i in range(n) if i not in grouped]
         near = _pairs_touching(everyone, watched, threshold) if watched else {}
     elif len(fresh) * 4 <= len(everyone):
@@ -338,12 +361,13 @@ def _gather_settled(found: MergeCandidates, threshold: float) -> list[list[int]]
             skip.update(found_partners)
             groups.append([i, *found_partners])
         near = _pairs_touching(everyone, watched, threshold) if watched else {}
+    if stream is None:
+        yield groups
     # A standing newcomer similar to a settled entry that sat this one out stays unsettled.
     watch = set(watched)
     found.settle(
         [i for i in standing if not settled[i] and not watch.intersection(near.get(i, ()))]
     )
-    return groups
 
 
 def _pairs_touching(
@@ -567,17 +591,62 @@ def _ranked(tokens: list[frozenset[str]]) -> tuple[list[list[int]], list[int]]:
 PURE_PYTHON_ENV = "DARWIN_MEMO_PURE_PYTHON"
 
 
-def _native_groups(tokens: list[frozenset[str]], threshold: float) -> list[list[int]] | None:
+def _native_stream(
+    tokens: list[frozenset[str]], threshold: float
+) -> Generator[list[list[int]], None, None] | None:
     """The published rule's greedy groups (no source policy) from the compiled join
-    (``darwin_memo._cjoin``), or None where it is not built or not wanted."""
+    (``darwin_memo._cjoin``), or None where it is not built or not wanted.
+
+    The join runs on a thread of its own (it holds the GIL only to hand over a batch)
+    and the groups come in batches, in order, as it finds them: the caller reads the
+    members of the first groups while it looks for the next. Closing the generator
+    early stops the join; an error in the join is raised here.
+    """
     if not threshold > 0 or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:
         from . import _cjoin
     except ImportError:
         return None
-    groups: list[list[int]] = _cjoin.greedy_groups(tokens, threshold)
-    return groups
+    return _streamed(_cjoin.greedy_groups, tokens, threshold)
+
+
+class _Stopped(Exception):
+    """Raised into the compiled join by its sink when nobody waits for it any more."""
+
+
+def _streamed(
+    join: Callable[..., object], tokens: list[frozenset[str]], threshold: float
+) -> Generator[list[list[int]], None, None]:
+    import queue
+    import threading
+
+    batches: queue.SimpleQueue[list[list[int]] | BaseException | None] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def sink(batch: list[list[int]]) -> None:
+        if stop.is_set():
+            raise _Stopped
+        batches.put(batch)
+
+    def run() -> None:
+        try:
+            join(tokens, threshold, sink)
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            batches.put(exc)
+        else:
+            batches.put(None)
+
+    worker = threading.Thread(target=run, name="darwin-memo-join", daemon=True)
+    worker.start()
+    try:
+        while (item := batches.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _jaccard_partners(
@@ -1056,26 +1125,15 @@ def _merge_groups(
     similarity: str,
 ) -> list[Merge]:
     planned: list[tuple[MemoryEntry, list[str]]] = []
-    for group in _groups(store, threshold, exclude, source_policy, similarity):
-        answers: list[str] = []
-        for m in group:
-            if m.answer not in answers:
-                answers.append(m.answer)
-        sources: list[str] = []
-        for m in group:
-            sources.extend(s for s in m.sources if s not in sources)
-        heir = MemoryEntry(
-            question=group[0].question,
-            answer=" ".join(answers[:3]),
-            kind=EntryKind.CONSOLIDATED,
-            sources=sources,
-            born_cycle=cycle,
-            recorded_ts=max((m.recorded_ts for m in group), default=""),
-            uses=sum(m.uses for m in group),
-            lineage=[m.id for m in group],
-        )
-        planned.append((heir, [m.id for m in group]))
-    many = getattr(store, "merge_many", None)  # a database store writes the members in bulk
+    batches = _group_batches(store, threshold, exclude, source_policy, similarity)
+    # With the compiled join on another thread, the members of the groups found so far
+    # are read and their heirs made while it looks for the next.
+    with contextlib.closing(batches):  # an error here stops a join still running
+        for group in itertools.chain.from_iterable(batches):
+            planned.append(_heir(group, cycle))
+    # The writes come after the last group: a database store writes them in bulk, in
+    # the order of its rows (written batch by batch they spread over every page).
+    many = getattr(store, "merge_many", None)
     if many is not None:
         clipped = many(planned)
     else:
@@ -1083,6 +1141,28 @@ def _merge_groups(
     return [
         Merge(heir, tuple(ids), clip) for (heir, ids), clip in zip(planned, clipped, strict=True)
     ]
+
+
+def _heir(group: list[MemoryEntry], cycle: int) -> tuple[MemoryEntry, list[str]]:
+    """The heir of a group (its anchor first) and the ids it absorbs."""
+    answers: list[str] = []
+    for m in group:
+        if m.answer not in answers:
+            answers.append(m.answer)
+    sources: list[str] = []
+    for m in group:
+        sources.extend(s for s in m.sources if s not in sources)
+    heir = MemoryEntry(
+        question=group[0].question,
+        answer=" ".join(answers[:3]),
+        kind=EntryKind.CONSOLIDATED,
+        sources=sources,
+        born_cycle=cycle,
+        recorded_ts=max((m.recorded_ts for m in group), default=""),
+        uses=sum(m.uses for m in group),
+        lineage=[m.id for m in group],
+    )
+    return heir, [m.id for m in group]
 
 
 def consolidate(
