@@ -687,6 +687,9 @@ class SqlStore(MemoryStore):
         self._deferred: ListChanges | None = None
         #: While ``merge_many`` runs, the entries buried so far (written together after).
         self._merging: list[MemoryEntry] | None = None
+        #: ``(rowid, alive, toks)`` by id of the members a consolidation read, for
+        #: ``merge_many`` to bury without reading them again (emptied by it).
+        self._member_rows: dict[str, tuple[int, int, str]] = {}
         #: Ids of the dead ``merge_many`` wrote, until the next ``flush``.
         self._buried_written: set[str] = set()
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
@@ -791,10 +794,12 @@ class SqlStore(MemoryStore):
             self._graveyard.clear()
             self._buried_written.clear()
             self._heirs_written.clear()
+            self._member_rows.clear()
             return
         for entry_id in ids:
             self._population.pop(entry_id, None)
             self._graveyard.pop(entry_id, None)
+            self._member_rows.pop(entry_id, None)
 
     # -- the population -------------------------------------------------------------
 
@@ -878,6 +883,7 @@ class SqlStore(MemoryStore):
         """
         from ..consolidate import MergeCandidates
 
+        self._member_rows.clear()  # rows a consolidation that did not finish read
         if not isinstance(self.conn, sqlite3.Connection):
             return None
         cache = self._population
@@ -947,7 +953,8 @@ class SqlStore(MemoryStore):
         rowids = [rowids[i] for i in order]
 
         def entries(indices: list[int]) -> list[MemoryEntry]:
-            return self._entries_at([rowids[i] for i in indices])
+            # the members of groups, about to be buried: their rows are kept for that
+            return self._entries_at([rowids[i] for i in indices], self._member_rows)
 
         def settle(indices: list[int]) -> None:
             self.conn.executemany(
@@ -978,13 +985,27 @@ class SqlStore(MemoryStore):
             return set()
         return set(map(_first, self.conn.execute("SELECT entry_rowid FROM settled")))
 
-    def _entries_at(self, rowids: list[int]) -> list[MemoryEntry]:
-        """The living entries at these rowids, in order (cached ones as held)."""
+    def _entries_at(
+        self, rowids: list[int], keep: dict[str, tuple[int, int, str]] | None = None
+    ) -> list[MemoryEntry]:
+        """The living entries at these rowids, in order (cached ones as held).
+
+        ``keep``: also note each one's ``(rowid, alive, toks)`` there by id, as
+        ``_write_buried`` reads them (consolidation buries these entries next).
+        """
         rows: dict[int, tuple[Any, ...]] = {}
         for part in _chunks(sorted(set(rowids))):
             marks = ",".join("?" * len(part))
-            for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
-                rows[int(row[0])] = row
+            if keep is None:
+                for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
+                    rows[int(row[0])] = row
+                continue
+            for *row, toks in self.conn.execute(
+                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",
+                tuple(part),
+            ):
+                rows[int(row[0])] = tuple(row)
+                keep[str(row[1])] = (int(row[0]), int(row[2]), str(toks))
         out = []
         for rowid in rowids:
             row = rows[rowid]
@@ -1157,8 +1178,14 @@ class SqlStore(MemoryStore):
         if not entries:
             return
         conn = self.conn
+        # Rows consolidation read when it took the members (same transaction), else now.
+        kept, self._member_rows = self._member_rows, {}
         rows: dict[str, tuple[int, int, str]] = {}
-        for chunk in _chunks([e.id for e in entries]):
+        missing = [e.id for e in entries]
+        if kept:
+            rows = {e.id: kept[e.id] for e in entries if e.id in kept}
+            missing = [e.id for e in entries if e.id not in rows]
+        for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
             for entry_id, rowid, alive, toks in conn.execute(
                 f"SELECT id, rowid, alive, toks FROM entries WHERE id IN ({marks})", chunk
