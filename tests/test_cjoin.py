@@ -214,3 +214,58 @@ def test_more_anchors_than_the_stamps_hold() -> None:
             want.append([i, *found])
     assert len(want) > 100
     assert cjoin.greedy_groups(sets, 0.55) == want
+
+
+def _many_sets() -> list[frozenset[str]]:
+    rnd = random.Random(4)
+    words = [f"w{i}" for i in range(300)]
+    return [frozenset(rnd.sample(words, rnd.randint(2, 7))) for _ in range(20_000)]
+
+
+def test_a_sink_gets_the_groups_in_batches_in_order() -> None:
+    cjoin = _compiled()
+    sets = _many_sets()
+    batches: list[list[list[int]]] = []
+    assert cjoin.greedy_groups(sets, 0.55, batches.append) is None
+    assert len(batches) > 1 and all(batches)
+    assert [group for batch in batches for group in batch] == cjoin.greedy_groups(sets, 0.55)
+
+
+def test_an_error_in_the_sink_stops_the_join() -> None:
+    cjoin = _compiled()
+    calls: list[int] = []
+
+    def sink(batch: list[list[int]]) -> None:
+        calls.append(len(batch))
+        raise RuntimeError("nobody listens")
+
+    with pytest.raises(RuntimeError, match="nobody listens"):
+        cjoin.greedy_groups(_many_sets(), 0.55, sink)
+    assert len(calls) == 1
+    with pytest.raises(TypeError, match="sink"):
+        cjoin.greedy_groups([{"a"}], 0.5, 5)
+
+
+def test_the_stream_runs_the_join_on_a_thread_it_stops() -> None:
+    """Groups in order from the thread; closing early stops it; its errors reach us."""
+    import threading
+
+    _compiled()
+    from darwin_memo.consolidate import _native_stream
+
+    sets = _many_sets()
+    stream = _native_stream(sets, 0.55)
+    assert stream is not None
+    first = next(stream)
+    stream.close()
+    assert not [t for t in threading.enumerate() if t.name == "darwin-memo-join"]
+    whole = _native_stream(sets, 0.55)
+    assert whole is not None
+    groups = [group for batch in whole for group in batch]
+    assert groups[: len(first)] == first
+    assert groups == _compiled().greedy_groups(sets, 0.55)
+    broken = _native_stream([frozenset({"a"}), [["unhashable"]]], 0.55)  # type: ignore[list-item]
+    assert broken is not None
+    with pytest.raises(TypeError):
+        list(broken)
+    assert not [t for t in threading.enumerate() if t.name == "darwin-memo-join"]
