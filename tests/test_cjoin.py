@@ -269,3 +269,47 @@ def test_the_stream_runs_the_join_on_a_thread_it_stops() -> None:
     with pytest.raises(TypeError):
         list(broken)
     assert not [t for t in threading.enumerate() if t.name == "darwin-memo-join"]
+
+
+SEPARATORS = [" ", "  ", "\t", "\n", "\xa0", "\u3000", "\u2003", "\x1c", "\x85", "\u2029"]
+LETTERS = ["a", "b", "é", "ß", "中", "文", "\U0001f600", "z", "0", "."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 80), st.floats(0.05, 1.0))
+def test_texts_split_as_str_split_does(seed: int, size: int, threshold: float) -> None:
+    """Token sets given as text (a store's ``toks`` column): the groups of their
+    ``str.split()`` sets, across every separator Python splits on and every width of
+    character (the same token inside texts of different widths is one token)."""
+    cjoin = _compiled()
+    rnd = random.Random(seed)
+    vocab = ["".join(rnd.choices(LETTERS, k=rnd.randint(1, 3))) for _ in range(25)]
+    texts = []
+    for _ in range(size):
+        words = rnd.choices(vocab, k=rnd.randint(0, 8))
+        parts = [rnd.choice(["", *SEPARATORS])]
+        for w in words:
+            parts += [w, rnd.choice(SEPARATORS)]
+        texts.append("".join(parts))
+    sets = [frozenset(t.split()) for t in texts]
+    assert cjoin.greedy_groups(texts, threshold) == _greedy(sets, threshold)
+
+
+def test_texts_and_sets_are_not_mixed() -> None:
+    cjoin = _compiled()
+    with pytest.raises(TypeError, match="text"):
+        cjoin.greedy_groups(["a b", {"a", "b"}], 0.5)
+    with pytest.raises(TypeError, match="text"):
+        cjoin.greedy_groups([{"a", "b"}, "a b"], 0.5)
+    assert cjoin.greedy_groups(["a b", "b a", ""], 0.5) == [[0, 1]]
+
+
+def test_merge_candidates_from_texts_make_sets_when_asked() -> None:
+    from darwin_memo.consolidate import MergeCandidates
+
+    found = MergeCandidates(["x", "y"], None, [], lambda _: [], texts=["b a", "c\u3000a"])
+    assert found.join_input() == ["b a", "c\u3000a"]
+    assert found.tokens == [frozenset({"a", "b"}), frozenset({"a", "c"})]
+    assert found.join_input() == found.tokens
+    with pytest.raises(ValueError, match="tokens or texts"):
+        MergeCandidates(["x"], None, [], lambda _: [])

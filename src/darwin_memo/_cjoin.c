@@ -150,6 +150,11 @@ typedef struct {
     int32_t *sizes;
     int32_t *plens; /* indexed_len of each set */
     int64_t vocab;
+    /* Text mode: the token sets given as whitespace-separated text (kept alive here) */
+    PyObject *texts_owner;
+    const void **text_data;
+    Py_ssize_t *text_len;
+    uint8_t *text_kind;
     int16_t *needs; /* CACHED_SIZES^2, 0 = not computed yet */
     /* The index: each token's blocks (one per set size, ascending), each block its
      * entries (set, position) by position; ``block_len`` is a block's live length. */
@@ -173,6 +178,10 @@ typedef struct {
 static void
 join_free(Join *j)
 {
+    Py_CLEAR(j->texts_owner);
+    free(j->text_data);
+    free(j->text_len);
+    free(j->text_kind);
     free(j->offsets);
     free(j->toks);
     free(j->sizes);
@@ -204,6 +213,157 @@ need_of(Join *j, int sa, int sb)
     return need_overlap(j->t, sa, sb);
 }
 
+/* Text mode, with the GIL: note where each text's characters are. 0, or -1 with an
+ * exception set. */
+static int
+join_read_texts(Join *j, PyObject *seq)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    j->n = n;
+    j->text_data = malloc(sizeof(void *) * (n + 1));
+    j->text_len = malloc(sizeof(Py_ssize_t) * (n + 1));
+    j->text_kind = malloc((size_t)n + 1);
+    j->offsets = big_malloc(sizeof(int64_t) * (n + 1));
+    j->sizes = big_malloc(sizeof(int32_t) * (n + 1));
+    if (j->text_data == NULL || j->text_len == NULL || j->text_kind == NULL ||
+        j->offsets == NULL || j->sizes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError,
+                         "tokens[%zd] is not text (the first is: every item must be)", i);
+            return -1;
+        }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(text) < 0)
+            return -1;
+#endif
+        j->text_data[i] = PyUnicode_DATA(text);
+        j->text_len[i] = PyUnicode_GET_LENGTH(text);
+        j->text_kind[i] = (uint8_t)PyUnicode_KIND(text);
+    }
+    Py_INCREF(seq);
+    j->texts_owner = seq;
+    return 0;
+}
+
+/* A run of characters in one of the texts. */
+typedef struct {
+    const void *data;
+    Py_ssize_t start;
+    int32_t len;
+    int32_t kind;
+    uint64_t hash;
+} Run;
+
+static int
+runs_equal(const Run *a, const Run *b)
+{
+    if (a->len != b->len || a->hash != b->hash)
+        return 0;
+    for (int32_t k = 0; k < a->len; k++)
+        if (PyUnicode_READ(a->kind, a->data, a->start + k) !=
+            PyUnicode_READ(b->kind, b->data, b->start + k))
+            return 0;
+    return 1;
+}
+
+/* Text mode, without the GIL: split each text on whitespace as ``str.split()`` does and
+ * name each distinct token by a small int. 0, or -1 when memory ran out. */
+static int
+join_split_texts(Join *j)
+{
+    Py_ssize_t n = j->n;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int kind = j->text_kind[i];
+        const void *data = j->text_data[i];
+        int inside = 0;
+        j->offsets[i] = total;
+        for (Py_ssize_t k = 0; k < j->text_len[i]; k++) {
+            int space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k));
+            total += !space && !inside;
+            inside = !space;
+        }
+    }
+    j->offsets[n] = total;
+    j->toks = big_malloc(sizeof(int32_t) * (total + 1));
+    size_t capacity = 1024, table = 2048; /* names; slots (a power of two) */
+    Run *names = malloc(sizeof(Run) * capacity);
+    int32_t *slots = malloc(sizeof(int32_t) * table);
+    if (j->toks == NULL || names == NULL || slots == NULL) {
+        free(names);
+        free(slots);
+        return -1;
+    }
+    memset(slots, 0xff, sizeof(int32_t) * table);
+    int64_t count = 0, at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int kind = j->text_kind[i];
+        const void *data = j->text_data[i];
+        Py_ssize_t len = j->text_len[i], k = 0;
+        while (k < len) {
+            while (k < len && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k)))
+                k++;
+            if (k == len)
+                break;
+            Run run = {data, k, 0, kind, 1469598103934665603ull};
+            while (k < len) {
+                Py_UCS4 ch = PyUnicode_READ(kind, data, k);
+                if (Py_UNICODE_ISSPACE(ch))
+                    break;
+                run.hash = (run.hash ^ ch) * 1099511628211ull;
+                k++;
+            }
+            run.len = (int32_t)(k - run.start);
+            size_t slot = (size_t)(run.hash ^ (run.hash >> 29)) & (table - 1);
+            while (slots[slot] >= 0 && !runs_equal(&names[slots[slot]], &run))
+                slot = (slot + 1) & (table - 1);
+            if (slots[slot] < 0) {
+                if ((size_t)count == capacity) {
+                    capacity *= 2;
+                    Run *grown = realloc(names, sizeof(Run) * capacity);
+                    if (grown == NULL)
+                        goto fail;
+                    names = grown;
+                }
+                names[count] = run;
+                slots[slot] = (int32_t)count++;
+                if ((size_t)count * 2 > table) { /* rehash into twice the slots */
+                    int32_t *wider = malloc(sizeof(int32_t) * table * 2);
+                    if (wider == NULL)
+                        goto fail;
+                    table *= 2;
+                    memset(wider, 0xff, sizeof(int32_t) * table);
+                    for (int64_t id = 0; id < count; id++) {
+                        uint64_t h = names[id].hash;
+                        size_t s2 = (size_t)(h ^ (h >> 29)) & (table - 1);
+                        while (wider[s2] >= 0)
+                            s2 = (s2 + 1) & (table - 1);
+                        wider[s2] = (int32_t)id;
+                    }
+                    free(slots);
+                    slots = wider;
+                    j->toks[at++] = (int32_t)(count - 1);
+                    continue;
+                }
+            }
+            j->toks[at++] = slots[slot];
+        }
+    }
+    j->vocab = count;
+    free(names);
+    free(slots);
+    return count >= INT32_MAX ? -1 : 0;
+fail:
+    free(names);
+    free(slots);
+    return -1;
+}
+
 /* Read the token sets, naming each token by a small int (first seen, first named).
  * 0 on success, -1 with an exception set. */
 static int
@@ -219,6 +379,10 @@ join_read(Join *j, PyObject *tokens)
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n >= INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many token sets");
+        goto done;
+    }
+    if (n > 0 && PyUnicode_Check(PySequence_Fast_GET_ITEM(seq, 0))) {
+        ok = join_read_texts(j, seq); /* split later, without the GIL */
         goto done;
     }
     j->n = n;
@@ -243,7 +407,13 @@ join_read(Join *j, PyObject *tokens)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PyObject_GetIter(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError,
+                         "tokens[%zd] is text but the first is not: give token sets or texts", i);
+            goto done;
+        }
+        PyObject *it = PyObject_GetIter(item);
         if (it == NULL)
             goto done;
         int64_t at = j->offsets[i], end = j->offsets[i + 1];
@@ -666,7 +836,8 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
     Py_ssize_t emitted = 0;
     int stopped = 0, failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    failed = join_rank(&j) < 0 || join_index(&j) < 0;
+    failed = (j.texts_owner != NULL && join_split_texts(&j) < 0) || join_rank(&j) < 0 ||
+             join_index(&j) < 0;
     if (!failed) {
         j.needs = calloc((size_t)CACHED_SIZES * CACHED_SIZES, sizeof(int16_t));
         j.state = big_calloc((size_t)n + 1, sizeof(uint16_t));

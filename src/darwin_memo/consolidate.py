@@ -147,6 +147,7 @@ class MergeCandidates:
     """
 
     __slots__ = (
+        "_tokens",
         "entries",
         "ids",
         "others",
@@ -154,28 +155,48 @@ class MergeCandidates:
         "settle",
         "settled",
         "sources",
-        "tokens",
+        "texts",
     )
 
     def __init__(
         self,
         ids: list[str],
-        tokens: list[frozenset[str]],
+        tokens: list[frozenset[str]] | None,
         sources: list[tuple[str, ...]],
         entries: Callable[[list[int]], list[MemoryEntry]],
         settled: list[bool] | None = None,
         others: list[frozenset[str]] | None = None,
         others_settled: list[bool] | None = None,
         settle: Callable[[list[int]], None] | None = None,
+        texts: list[str] | None = None,
     ) -> None:
+        if tokens is None and texts is None:
+            raise ValueError("MergeCandidates needs tokens or texts")
         self.ids = ids
-        self.tokens = tokens
+        #: Each candidate's tokens as one whitespace-separated text, where the store
+        #: keeps them so (the compiled join splits them itself); ``tokens`` then makes
+        #: the sets from them when first asked.
+        self.texts = texts
+        self._tokens = tokens
         self.sources = sources
         self.entries = entries
         self.settled = settled
         self.others = others if others is not None else []
         self.others_settled = others_settled if others_settled is not None else []
         self.settle = settle
+
+    @property
+    def tokens(self) -> list[frozenset[str]]:
+        if self._tokens is None:
+            assert self.texts is not None
+            self._tokens = [frozenset(text.split()) for text in self.texts]
+        return self._tokens
+
+    def join_input(self) -> list[str] | list[frozenset[str]]:
+        """What the compiled join reads: the texts where there are any, else the sets."""
+        if self._tokens is None and self.texts:
+            return self.texts
+        return self.tokens
 
 
 def _read_candidates(
@@ -223,18 +244,18 @@ def _gather(
     # Settled entries are kept for the published rule with no source policy only.
     rule = settled_rule(threshold) if source_policy == "off" and not weighted else None
     found = _read_candidates(store, retriever, exclude, source_policy != "off", rule)
-    tokens, sources = found.tokens, found.sources
     if found.settled is not None and found.settle is not None:
         for batch in _gather_settled(found, threshold):
             yield _as_entries(found, batch)
         return
     if source_policy == "off" and not weighted:
-        stream = _native_stream(tokens, threshold)
+        stream = _native_stream(found.join_input(), threshold)
         if stream is not None:
             with contextlib.closing(stream):
                 for batch in stream:
                     yield _as_entries(found, batch)
             return
+    tokens, sources = found.tokens, found.sources
     if weighted:
         partners = _weighted_partners(tokens, threshold, growing=True)
     else:
@@ -310,20 +331,20 @@ def _gather_settled(
 ) -> Generator[list[list[int]], None, None]:
     """The published groups (no source policy) using what the store knows is settled,
     in batches; the standing entries are settled once the last batch is taken."""
-    tokens = found.tokens
     settled = found.settled
     assert settled is not None and found.settle is not None
-    n = len(tokens)
+    n = len(found.ids)
     fresh = [i for i in range(n) if not settled[i]]
-    everyone = tokens + found.others
     watched = [n + k for k, s in enumerate(found.others_settled) if s]
     groups: list[list[int]] = []
     standing: list[int] = []
     # Unless they are few enough to look up one by one, the compiled pass over every
     # candidate beats probing from the unsettled ones.
     stream = None
-    if len(fresh) * COMPILED_JOIN_TARGETS > len(everyone):
-        stream = _native_stream(tokens, threshold)
+    if len(fresh) * COMPILED_JOIN_TARGETS > n + len(found.others):
+        stream = _native_stream(found.join_input(), threshold)
+    tokens: list[frozenset[str]] = found.tokens if stream is None else []
+    everyone = tokens + found.others if stream is None else []
     if stream is not None:
         grouped: set[int] = set()
         with contextlib.closing(stream):
@@ -331,7 +352,9 @@ def _gather_settled(
                 grouped.update(itertools.chain.from_iterable(batch))
                 yield batch
         standing = [i for i in range(n) if i not in grouped]
-        near = _pairs_touching(everyone, watched, threshold) if watched else {}
+        near = {}
+        if watched:  # a standing entry similar to a settled one left out stays unsettled
+            near = _pairs_touching(found.tokens + found.others, watched, threshold)
     elif len(fresh) * 4 <= len(everyone):
         # Few unsettled candidates: every pair touches one of them (or a settled entry
         # left out, for the check below), so the greedy pass runs over those pairs.
@@ -592,7 +615,7 @@ PURE_PYTHON_ENV = "DARWIN_MEMO_PURE_PYTHON"
 
 
 def _native_stream(
-    tokens: list[frozenset[str]], threshold: float
+    tokens: Sequence[str] | Sequence[frozenset[str]], threshold: float
 ) -> Generator[list[list[int]], None, None] | None:
     """The published rule's greedy groups (no source policy) from the compiled join
     (``darwin_memo._cjoin``), or None where it is not built or not wanted.
@@ -616,7 +639,7 @@ class _Stopped(Exception):
 
 
 def _streamed(
-    join: Callable[..., object], tokens: list[frozenset[str]], threshold: float
+    join: Callable[..., object], tokens: Sequence[str] | Sequence[frozenset[str]], threshold: float
 ) -> Generator[list[list[int]], None, None]:
     import queue
     import threading

@@ -904,7 +904,7 @@ class SqlStore(MemoryStore):
             known = self._settled_under(rule)
         rowids: list[int] = []
         ids: list[str] = []
-        tokens: list[frozenset[str]] = []
+        texts: list[str] = []  # the toks column: made into sets only where needed
         sources: list[tuple[str, ...]] = []
         energies: list[float] = []
         others: list[frozenset[str]] = []
@@ -947,7 +947,7 @@ class SqlStore(MemoryStore):
                 sources.append(tuple(held))
             rowids.append(int(row[0]))
             ids.append(str(entry_id))
-            tokens.append(frozenset(str(row[5]).split()))
+            texts.append(str(row[5]))
             energies.append(energy)
         order = sorted(range(len(ids)), key=energies.__getitem__, reverse=True)  # stable
         rowids = [rowids[i] for i in order]
@@ -964,7 +964,8 @@ class SqlStore(MemoryStore):
 
         return MergeCandidates(
             ids=[ids[i] for i in order],
-            tokens=[tokens[i] for i in order],
+            tokens=None,
+            texts=[texts[i] for i in order],
             sources=[sources[i] for i in order] if need_sources else [],
             entries=entries,
             settled=None if known is None else [rowids[i] in known for i in range(len(order))],
