@@ -313,3 +313,11 @@ def test_merge_candidates_from_texts_make_sets_when_asked() -> None:
     assert found.join_input() == found.tokens
     with pytest.raises(ValueError, match="tokens or texts"):
         MergeCandidates(["x"], None, [], lambda _: [])
+
+
+def test_beyond_its_size_the_join_stays_in_python(monkeypatch: Any) -> None:
+    _compiled()
+    module = importlib.import_module("darwin_memo.consolidate")
+    monkeypatch.setattr(module, "COMPILED_JOIN_MAX", 10)
+    assert module._native_stream([frozenset({"a"})] * 10, 0.5) is None
+    assert module._native_stream([frozenset({"a"})] * 9, 0.5) is not None

@@ -51,6 +51,9 @@ POPCOUNT64(uint64_t x)
 }
 #endif
 
+/* The most token sets one join takes (a list entry holds a set in 24 bits). */
+#define MAX_SETS ((Py_ssize_t)1 << 24)
+
 /* A set taken into a group or done as an anchor. */
 #define GONE 0xffff
 /* Anchors stamp the sets they meet with an epoch; after this many the stamps restart. */
@@ -162,8 +165,7 @@ typedef struct {
     int32_t *block_size;
     int64_t *block_start;
     int64_t *block_len;
-    int32_t *entry_set;
-    uint8_t *entry_pos; /* clamped at 255: only ever understated */
+    uint32_t *entries; /* set << 8 | position (clamped at 255: only ever understated) */
     Signature *signatures; /* per set: its tokens hashed into bits, and its size */
     uint16_t *state; /* per set: GONE, or the anchor's epoch << 2 | meetings (1 or 2) */
     uint16_t epoch;
@@ -191,8 +193,7 @@ join_free(Join *j)
     free(j->block_size);
     free(j->block_start);
     free(j->block_len);
-    free(j->entry_set);
-    free(j->entry_pos);
+    free(j->entries);
     free(j->state);
     free(j->signatures);
     free(j->touched);
@@ -377,8 +378,8 @@ join_read(Join *j, PyObject *tokens)
     if (names == NULL)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n >= INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "too many token sets");
+    if (n >= MAX_SETS) {
+        PyErr_SetString(PyExc_OverflowError, "too many token sets (2**24 at most)");
         goto done;
     }
     if (n > 0 && PyUnicode_Check(PySequence_Fast_GET_ITEM(seq, 0))) {
@@ -578,10 +579,8 @@ join_index(Join *j)
     entries = big_malloc(sizeof(Entry) * (total + 1));
     spare = big_malloc(sizeof(Entry) * (total + 1));
     count = malloc(sizeof(int64_t) * ((size_t)(vocab > largest ? vocab : largest) + 2));
-    j->entry_set = big_malloc(sizeof(int32_t) * (total + 1));
-    j->entry_pos = big_malloc((size_t)total + 1);
-    if (entries == NULL || spare == NULL || count == NULL || j->entry_set == NULL ||
-        j->entry_pos == NULL)
+    j->entries = big_malloc(sizeof(uint32_t) * (total + 1));
+    if (entries == NULL || spare == NULL || count == NULL || j->entries == NULL)
         goto fail;
     int64_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++)
@@ -624,8 +623,8 @@ join_index(Join *j)
                 b++;
             }
             j->block_len[b - 1]++;
-            j->entry_set[e] = entries[e].set;
-            j->entry_pos[e] = (uint8_t)(entries[e].pos < 255 ? entries[e].pos : 255);
+            j->entries[e] = (uint32_t)entries[e].set << 8 |
+                            (uint32_t)(entries[e].pos < 255 ? entries[e].pos : 255);
         }
         begin = end;
     }
@@ -695,24 +694,19 @@ join_partners(Join *j, Py_ssize_t i)
                 continue; /* neither the first nor the second shared token of a */
             int cut = sb - need + 1; /* b's positions beyond it cannot take part */
             int64_t start = j->block_start[b], len = j->block_len[b];
-            int32_t *sets = j->entry_set + start;
-            uint8_t *positions = j->entry_pos + start;
+            uint32_t *list = j->entries + start;
             int64_t keep = 0, r = 0;
             for (; r < len; r++) {
-                uint8_t pb = positions[r];
-                if (pb > cut)
+                uint32_t entry = list[r];
+                if ((int)(entry & 0xff) > cut)
                     break;
                 if (r + PREFETCH < len)
-                    PREFETCH_FOR(&state[sets[r + PREFETCH]], 1);
-                int32_t other = sets[r];
+                    PREFETCH_FOR(&state[list[r + PREFETCH] >> 8], 1);
+                int32_t other = (int32_t)(entry >> 8);
                 uint16_t s = state[other];
                 if (s == GONE)
                     continue; /* taken or an earlier anchor: out of the list */
-                if (keep != r) {
-                    sets[keep] = other;
-                    positions[keep] = pb;
-                }
-                keep++;
+                list[keep++] = entry;
                 if (s == met_once) {
                     state[other] = met_twice;
                     twice[candidates++] = other;
@@ -724,8 +718,7 @@ join_partners(Join *j, Py_ssize_t i)
                 }
             }
             if (keep < r) { /* close the gap the dead left */
-                memmove(sets + keep, sets + r, sizeof(int32_t) * (len - r));
-                memmove(positions + keep, positions + r, len - r);
+                memmove(list + keep, list + r, sizeof(uint32_t) * (len - r));
                 j->block_len[b] = len - (r - keep);
             }
         }

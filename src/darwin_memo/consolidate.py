@@ -470,6 +470,8 @@ def _pairs_touching(
 
 #: ``_pairs_touching`` probes from the targets when there are at most one per this many sets.
 FEW_TARGETS = 32
+#: The most candidates the compiled join takes (more go to the Python join).
+COMPILED_JOIN_MAX = 1 << 24
 #: A consolidation of a store that keeps settled entries runs the compiled join over
 #: every candidate (where it is built) when more than one per this many is unsettled.
 COMPILED_JOIN_TARGETS = 32
@@ -626,6 +628,8 @@ def _native_stream(
     early stops the join; an error in the join is raised here.
     """
     if not threshold > 0 or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    if len(tokens) >= COMPILED_JOIN_MAX:
         return None
     try:
         from . import _cjoin
