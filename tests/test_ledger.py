@@ -199,6 +199,11 @@ def test_consolidation_merges_and_verify_follows(make: Factory) -> None:
     assert heir.energy == pytest.approx(2 * (1 - 5 * 0.05))
     ledger = reopen(make, ledger)
     assert f"merged into {heir.id}" in ledger.obituary(a.id)
+    for member in (a.id, b.id):  # the same note on every backend
+        (merged,) = [n for n in ledger.history(member) if n.get("event") == "merged"]
+        assert list(merged) == ["tick", "ts", "text", "event", "heir"]
+        assert merged["text"] == f"merged into {heir.id} at tick 5"
+        assert (merged["tick"], merged["heir"]) == (5, heir.id)
     assert ledger.verify() == []
 
 

@@ -36,8 +36,13 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
+#: What ``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
+#: would build at every call (a tick's notes are hundreds of thousands of calls).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 class SqliteBackend:
