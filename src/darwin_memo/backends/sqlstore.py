@@ -722,6 +722,7 @@ class SqlStore(MemoryStore):
         return self.conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE {where}", params).fetchall()
 
     def _write(self, entry: MemoryEntry, alive: bool) -> None:
+        self._member_rows.pop(entry.id, None)  # a row read before this write is stale
         write_entry(
             self.conn,
             entry,
