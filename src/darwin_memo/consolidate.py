@@ -80,21 +80,6 @@ def _joins(anchor: MemoryEntry, other: MemoryEntry, source_policy: str, shared: 
     return True
 
 
-def _groups(
-    store: MemoryStore,
-    threshold: float,
-    exclude: Collection[str],
-    source_policy: str,
-    similarity: str = "jaccard",
-) -> list[list[MemoryEntry]]:
-    """The published greedy clustering; lexical stores find partners through an index."""
-    return [
-        group
-        for batch in _group_batches(store, threshold, exclude, source_policy, similarity)
-        for group in batch
-    ]
-
-
 def _group_batches(
     store: MemoryStore,
     threshold: float,
@@ -102,8 +87,9 @@ def _group_batches(
     source_policy: str,
     similarity: str = "jaccard",
 ) -> Generator[list[list[MemoryEntry]], None, None]:
-    """``_groups`` in batches, in order: with the compiled join, a batch as soon as the
-    join (on another thread) has found it, so that its members are read meanwhile."""
+    """The published greedy clustering (lexical stores find partners through an index),
+    in batches, in order: with the compiled join, a batch as soon as the join (on another
+    thread) has found it, so that its members are read meanwhile."""
     from .retrieval import LexicalRetriever
 
     weighted = similarity == "weighted"
