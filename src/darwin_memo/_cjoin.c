@@ -1,14 +1,16 @@
 /* darwin_memo._cjoin: the published merge rule's greedy pass, compiled.
  *
- * greedy_groups(tokens, threshold) -> list[list[int]]
+ * greedy_groups(tokens, threshold, sink=None) -> list[list[int]] | None
  *
- * ``tokens[i]`` is candidate i's token set (an iterable of distinct hashable
- * tokens); candidates come in the greedy order (energy, highest first). Each
+ * ``tokens[i]`` is candidate i's token set: an iterable of hashable tokens, or (every
+ * item then) a text whose tokens are what ``str.split()`` gives, split here without
+ * the GIL. Candidates come in the greedy order (energy, highest first). Each
  * candidate not yet taken is an anchor: it gathers every candidate not yet taken and
  * not an earlier anchor whose Jaccard similarity with it reaches ``threshold``
  * (``o / (|a| + |b| - o) >= threshold`` in doubles, the pairwise scan's
  * expression). Returns the groups of two or more, each the anchor followed by its
- * partners ascending: what ``consolidate._gather`` computes in Python.
+ * partners ascending: what ``consolidate._gather`` computes in Python. With ``sink``
+ * the groups go to it in batches as they are found and None is returned.
  *
  * The join is the one ``consolidate._jaccard_partners`` describes. Tokens are put
  * in one global order, rarest first, and each set sorted by it. Two sets of sizes
@@ -17,7 +19,8 @@
  * of each set x. So every set indexes its first ``|x| - need(|x|) + 2`` tokens (the
  * prefix and one more) by token, set size and position; an anchor walks the lists
  * of its own, counting how often it meets each set within those bounds, and a set
- * met twice (once, where one shared token could do) is compared exactly. Taken
+ * met twice (once, where one shared token could do) is compared exactly, unless the
+ * sets' token signatures already bound the overlap below what they need. Taken
  * candidates and earlier anchors leave the lists as they are walked. The order of
  * tokens with equal counts does not matter: it changes which sets are compared, not
  * which pairs pass.
@@ -169,7 +172,7 @@ typedef struct {
     Signature *signatures; /* per set: its tokens hashed into bits, and its size */
     uint16_t *state; /* per set: GONE, or the anchor's epoch << 2 | meetings (1 or 2) */
     uint16_t epoch;
-    int32_t *touched; /* the sets the anchor met */
+    int32_t *twice; /* the sets the anchor met twice: to compare */
     int32_t *found;   /* the anchor's partners */
     int32_t *group_at;
     int32_t *group_members;
@@ -196,7 +199,7 @@ join_free(Join *j)
     free(j->entries);
     free(j->state);
     free(j->signatures);
-    free(j->touched);
+    free(j->twice);
     free(j->found);
     free(j->group_at);
     free(j->group_members);
@@ -679,7 +682,7 @@ join_partners(Join *j, Py_ssize_t i)
         j->epoch = 1;
     }
     uint16_t met_once = (uint16_t)(j->epoch << 2 | 1), met_twice = met_once + 1;
-    int32_t *twice = j->touched;
+    int32_t *twice = j->twice;
     Py_ssize_t candidates = 0;
     int32_t *once = j->found; /* only where one shared token may do */
     Py_ssize_t singles = 0;
@@ -834,11 +837,11 @@ greedy_groups(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
     if (!failed) {
         j.needs = calloc((size_t)CACHED_SIZES * CACHED_SIZES, sizeof(int16_t));
         j.state = big_calloc((size_t)n + 1, sizeof(uint16_t));
-        j.touched = malloc(sizeof(int32_t) * (n + 1));
+        j.twice = malloc(sizeof(int32_t) * (n + 1));
         j.found = malloc(sizeof(int32_t) * (n + 1));
         j.group_at = malloc(sizeof(int32_t) * (n + 2));
         j.group_members = malloc(sizeof(int32_t) * (n + 1));
-        failed = j.needs == NULL || j.state == NULL || j.touched == NULL ||
+        failed = j.needs == NULL || j.state == NULL || j.twice == NULL ||
                  j.found == NULL || j.group_at == NULL || j.group_members == NULL;
     }
     if (!failed) {

@@ -329,8 +329,6 @@ def _gather_settled(
     stream = None
     if len(fresh) * COMPILED_JOIN_TARGETS > n + len(found.others):
         stream = _native_stream(found.join_input(), threshold)
-    tokens: list[frozenset[str]] = found.tokens if stream is None else []
-    everyone = tokens + found.others if stream is None else []
     if stream is not None:
         grouped: set[int] = set()
         with contextlib.closing(stream):
@@ -341,10 +339,11 @@ def _gather_settled(
         near = {}
         if watched:  # a standing entry similar to a settled one left out stays unsettled
             near = _pairs_touching(found.tokens + found.others, watched, threshold)
-    elif len(fresh) * 4 <= len(everyone):
+    elif len(fresh) * 4 <= n + len(found.others):
         # Few unsettled candidates: every pair touches one of them (or a settled entry
         # left out, for the check below), so the greedy pass runs over those pairs.
-        near = _pairs_touching(everyone, fresh, threshold)
+        tokens = found.tokens
+        near = _pairs_touching(tokens + found.others, fresh, threshold)
         processed: set[int] = set()
         for i in range(n):
             if i in processed:
@@ -357,6 +356,7 @@ def _gather_settled(
             processed.update(partners)
             groups.append([i, *partners])
     else:
+        tokens = found.tokens
         partners_of = _jaccard_partners(tokens, threshold, growing=True)
         skip: set[int] = set()
         for i in range(n):
@@ -369,7 +369,7 @@ def _gather_settled(
                 continue
             skip.update(found_partners)
             groups.append([i, *found_partners])
-        near = _pairs_touching(everyone, watched, threshold) if watched else {}
+        near = _pairs_touching(tokens + found.others, watched, threshold) if watched else {}
     if stream is None:
         yield groups
     # A standing newcomer similar to a settled entry that sat this one out stays unsettled.
