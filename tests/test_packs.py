@@ -37,17 +37,20 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def check_lists(conn: sqlite3.Connection) -> int:
-    """Every token's pack or bits equal its postings; returns how many tokens are dense."""
+    """Every token's pack or bits hold exactly the living rows whose ``toks`` hold it,
+    and its ``df`` counts them; returns how many tokens are dense."""
+    holders: dict[str, list[int]] = {}
+    for rowid, toks in conn.execute("SELECT rowid, toks FROM entries WHERE alive = 1"):
+        for t in str(toks).split():
+            holders.setdefault(t, []).append(int(rowid))
+    names = {}
     dense_count = 0
-    for token_id, df, dense in conn.execute("SELECT id, df, dense FROM tokens").fetchall():
-        truth = [
-            r
-            for (r,) in conn.execute(
-                "SELECT entry_rowid FROM postings WHERE token_id = ? ORDER BY entry_rowid",
-                (token_id,),
-            )
-        ]
-        assert len(truth) == df
+    for token, token_id, df, dense in conn.execute(
+        "SELECT token, id, df, dense FROM tokens"
+    ).fetchall():
+        names[token] = token_id
+        truth = sorted(holders.get(token, []))
+        assert len(truth) == df, token
         packs = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchall()
         blocks = conn.execute(
             "SELECT block, bits FROM blocks WHERE token_id = ? ORDER BY block", (token_id,)
@@ -67,6 +70,8 @@ def check_lists(conn: sqlite3.Connection) -> int:
             assert bool(packs) == bool(truth), "no empty packs are kept"
         assert got == truth
         assert list(sqlstore.token_ids(conn, token_id, bool(dense))) == truth
+    assert set(holders) <= set(names), "every living row's tokens are in tokens"
+    assert "postings" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     return dense_count
 
 
@@ -189,10 +194,11 @@ def test_migration_gives_an_older_store_its_lists(
 
     rnd = random.Random(4)
     full = list(migrations.MIGRATIONS)
-    apply, unsettle = sqlstore.apply_list_changes, sqlstore.unsettle
+    apply, unsettle, kept = sqlstore.apply_list_changes, sqlstore.unsettle, sqlstore._postings_kept
     monkeypatch.setattr(migrations, "MIGRATIONS", full[:3])  # a store written before m004
     monkeypatch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
     monkeypatch.setattr(sqlstore, "unsettle", lambda *args: None)  # no m005 table either
+    monkeypatch.setattr(sqlstore, "_postings_kept", lambda conn: True)  # m006 drops them
     old = new_store(tmp_path)
     for _ in range(60):
         old.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
@@ -206,6 +212,7 @@ def test_migration_gives_an_older_store_its_lists(
     monkeypatch.setattr(migrations, "MIGRATIONS", full)
     monkeypatch.setattr(sqlstore, "apply_list_changes", apply)
     monkeypatch.setattr(sqlstore, "unsettle", unsettle)
+    monkeypatch.setattr(sqlstore, "_postings_kept", kept)
     store = new_store(tmp_path)
     conn = store.conn
     assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)

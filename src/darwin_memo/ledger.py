@@ -866,20 +866,19 @@ class Ledger:
                 dead_entries=dead_entries,
                 upkeep=self.store.upkeep,
             )
-            # A durable store keeps no history in memory: each member's note is made here
-            # (what ``_note`` makes; a first consolidation notes hundreds of thousands).
+            # A durable store keeps no history in memory: the members' notes are made
+            # here (what ``_note`` makes; a first consolidation notes hundreds of
+            # thousands), one per merge, the same for each member (encoded once).
             durable = self.backend is not None and not self.backend.history_in_memory
             for merge in merges:
                 heir = merge.heir
                 if durable:
                     text = f"merged into {heir.id} at tick {self.tick_count}"
-                    ts = utc_now_iso()
-                    for member in merge.members:
-                        note = {"tick": self.tick_count, "ts": ts, "text": text}
-                        note["event"] = "merged"
-                        note["heir"] = heir.id
-                        changes.notes.append((member, note))
-                        changes.touched.add(member)
+                    note = {"tick": self.tick_count, "ts": utc_now_iso(), "text": text}
+                    note["event"] = "merged"
+                    note["heir"] = heir.id
+                    changes.notes += [(member, note) for member in merge.members]
+                    changes.touched.update(merge.members)
                 else:
                     for member in merge.members:
                         self._note(

@@ -255,3 +255,16 @@ def m005_settled_entries(conn: sqlite3.Connection) -> None:
         );
         """,
     )
+
+
+@migration(6, "m006_lists_only")
+def m006_lists_only(conn: sqlite3.Connection) -> None:
+    """The packs and blocks (m004) become the index's only copy: ``postings`` goes.
+
+    They always held exactly what ``postings`` held, and ``tokens.df`` stays the count.
+    Writing and deleting a row per token and entry was most of a bulk burial's cost
+    (a store's first consolidation at 1M buries half a million entries) and about a
+    quarter of the file. The pages it held are reused by later writes (``VACUUM``
+    gives them back to the file system).
+    """
+    conn.execute("DROP TABLE IF EXISTS postings")

@@ -289,6 +289,20 @@ def _matches(entry: MemoryEntry, query: PageQuery) -> bool:
     return needle in entry.question.casefold() or needle in entry.answer.casefold()
 
 
+def _holding_all(conn: sqlite3.Connection, tokens: list[tuple[int, int]]) -> list[int]:
+    """The rowids of the living entries holding every token (``(id, dense)`` rows of
+    ``tokens``), sorted: the store's lists intersected, shortest first."""
+    from .backends.sqlstore import token_ids
+
+    held: set[int] | None = None
+    for token_id, dense in sorted(tokens, key=lambda row: row[1]):  # packs before bits
+        ids = token_ids(conn, int(token_id), bool(dense))
+        held = set(ids) if held is None else held.intersection(ids)
+        if not held:
+            return []
+    return sorted(held or ())
+
+
 def _sort_key(store: Any, key: str) -> Callable[[MemoryEntry], Any]:
     """The in-memory equivalent of ``_ORDER_SQL[key]`` (ties are broken by id)."""
     if key == "balance":
@@ -532,19 +546,15 @@ class StoreView:
                 params.update(pfx=prefix, pfx_end=prefix + "~")
             tokens = query.tokens()
             if tokens:
-                found = dict(
-                    conn.execute(
-                        f"SELECT token, id FROM tokens WHERE token IN "
-                        f"({','.join('?' * len(tokens))})",
-                        tokens,
-                    ).fetchall()
-                )
+                found = conn.execute(
+                    f"SELECT id, dense FROM tokens WHERE token IN ({','.join('?' * len(tokens))})",
+                    tokens,
+                ).fetchall()
                 if len(found) == len(tokens):
-                    parts = []
-                    for i, token in enumerate(tokens):
-                        parts.append(f"SELECT entry_rowid FROM postings WHERE token_id = :tok{i}")
-                        params[f"tok{i}"] = found[token]
-                    either.append(f"rowid IN ({' INTERSECT '.join(parts)})")
+                    rows = _holding_all(conn, found)
+                    if rows:
+                        either.append("rowid IN (SELECT value FROM json_each(:rows))")
+                        params["rows"] = json.dumps(rows)
             else:
                 either.append(
                     "(instr(lower(json_extract(data, '$.question')), :needle) > 0 "

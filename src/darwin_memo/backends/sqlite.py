@@ -341,10 +341,14 @@ class SqliteBackend:
                 [(version, ticket_id) for ticket_id in changes.closed],
             )
         if changes.notes:
-            self.conn.executemany(
-                "INSERT INTO notes (entry_id, data) VALUES (?, ?)",
-                [(entry_id, _dumps(note)) for entry_id, note in changes.notes],
-            )
+            encoded: dict[int, str] = {}  # a note shared by several entries: encoded once
+            rows = []
+            for entry_id, note in changes.notes:
+                text = encoded.get(id(note))
+                if text is None:
+                    text = encoded[id(note)] = _dumps(note)
+                rows.append((entry_id, text))
+            self.conn.executemany("INSERT INTO notes (entry_id, data) VALUES (?, ?)", rows)
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
             [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],

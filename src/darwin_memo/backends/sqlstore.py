@@ -62,6 +62,9 @@ __all__ = [
 ListChanges = dict[str, dict[int, bool]]
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
+#: A consolidation member's row as read for its burial: rowid, alive, toks, and
+#: whether its ``data`` is the entry as held (read from that row, not from the cache).
+_MemberRow = tuple[int, int, str, bool]
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
 _BIT_OF_LOW = bytes(1 << (b & 7) for b in range(256))  # a rowid's bit in its byte, by low byte
@@ -143,27 +146,35 @@ def _index_tokens(
     *,
     blocks: bool = True,
     deferred: ListChanges | None = None,
+    postings: bool | None = None,
 ) -> None:
+    """Add (``sign`` > 0) or take out ``rowid``'s tokens: ``df``, postings where the
+    store keeps them (``_postings_kept``; ``postings`` says so explicitly), and the
+    packs and blocks (``blocks``, SQLite; left in ``deferred`` when given)."""
     toks = list(toks)
     if not toks:
         return
+    if postings is None:
+        postings = _postings_kept(conn)
     if sign > 0:
         conn.executemany(
             "INSERT INTO tokens (token, df) VALUES (?, 1) "
             "ON CONFLICT(token) DO UPDATE SET df = df + 1",
             [(t,) for t in toks],
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
-            "SELECT id, ? FROM tokens WHERE token = ?",
-            [(rowid, t) for t in toks],
-        )
+        if postings:
+            conn.executemany(
+                "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
+                "SELECT id, ? FROM tokens WHERE token = ?",
+                [(rowid, t) for t in toks],
+            )
     else:
-        conn.executemany(
-            "DELETE FROM postings WHERE entry_rowid = ? AND token_id = "
-            "(SELECT id FROM tokens WHERE token = ?)",
-            [(rowid, t) for t in toks],
-        )
+        if postings:
+            conn.executemany(
+                "DELETE FROM postings WHERE entry_rowid = ? AND token_id = "
+                "(SELECT id FROM tokens WHERE token = ?)",
+                [(rowid, t) for t in toks],
+            )
         conn.executemany("UPDATE tokens SET df = df - 1 WHERE token = ?", [(t,) for t in toks])
     if blocks and isinstance(conn, sqlite3.Connection):
         if deferred is not None:
@@ -175,10 +186,10 @@ def _index_tokens(
 
 # -- postings in memory-ready form ------------------------------------------------------
 #
-# ``postings`` (one row per token and entry) is the index's truth, and what PostgreSQL
-# uses. Reading a list from it costs about a microsecond per row, and testing whether a
-# candidate holds a token one primary-key probe, so the SQLite store also keeps every
-# token's list in a form Python reads in one step:
+# PostgreSQL keeps the index as ``postings`` (one row per token and living entry).
+# Reading a list from such a table costs about a microsecond per row, and testing
+# whether a candidate holds a token one primary-key probe, so an SQLite store keeps
+# every token's list in a form Python reads in one step instead:
 #
 # - ``packs``: a token held by fewer than DENSE_MIN entries has its rowids as one
 #   sorted array of unsigned 32-bit integers (little-endian), at most 32 KiB (so
@@ -188,7 +199,16 @@ def _index_tokens(
 #   test is a byte lookup. It goes back to a pack under DENSE_DROP holders (the gap
 #   keeps a token near the bar from flapping).
 #
-# Both always hold exactly the token's postings (tests compare them).
+# They hold exactly the living rows whose ``toks`` hold the token, and ``tokens.df``
+# counts them (tests compare them with the rows). SQLite stores kept ``postings`` too
+# until schema 6 (m006 drops it: writing and deleting its rows was most of a bulk
+# burial's cost, and a quarter of the file).
+
+
+def _postings_kept(conn: Any) -> bool:
+    """Whether this connection's store keeps the ``postings`` table (PostgreSQL)."""
+    return not isinstance(conn, sqlite3.Connection)
+
 
 DENSE_MIN = 8192
 DENSE_DROP = 4096
@@ -246,15 +266,15 @@ def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int]
             conn.execute("DELETE FROM blocks WHERE token_id = ? AND block = ?", (token_id, block))
 
 
-def rebuild_token(conn: sqlite3.Connection, token_id: int, df: int) -> None:
-    """Write ``token_id``'s pack or blocks afresh from its postings."""
+def rebuild_token(
+    conn: sqlite3.Connection, token_id: int, dense: bool, held: dict[int, bool]
+) -> None:
+    """Move ``token_id``'s list from bits to a pack or back (``dense``: its form now),
+    with the changes ``held`` (rowid -> whether it now holds the token) applied."""
+    ids = _changed(array("I", token_ids(conn, token_id, dense)), held)
     conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id,))
     conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
-    rows = conn.execute(
-        "SELECT entry_rowid FROM postings WHERE token_id = ? ORDER BY entry_rowid", (token_id,)
-    )
-    ids = list(map(_first, rows))
-    write_token(conn, token_id, ids, dense=df >= DENSE_MIN)
+    write_token(conn, token_id, list(ids), dense=not dense)
 
 
 def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dense: bool) -> None:
@@ -314,7 +334,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
             token_id = int(token_id)
             held = changes[token]
             if (dense and df < DENSE_DROP) or (not dense and df >= DENSE_MIN):
-                rebuild_token(conn, token_id, df)  # from bits to a pack, or back
+                rebuild_token(conn, token_id, bool(dense), held)  # bits to a pack, or back
             elif dense:
                 _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
                 _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
@@ -398,12 +418,6 @@ def _token_ids_of(conn: sqlite3.Connection, tokens: list[str]) -> dict[str, int]
     return ids
 
 
-#: ``_unindex_many`` deletes postings by scanning the whole table when the rows it
-#: unindexes are at least this share of the living ones (per posting, a scan costs
-#: about a fifth of a probe by key).
-SCAN_SHARE = 1 / 6
-
-
 #: The page cache (KiB) while merges are written: they touch most pages of the
 #: entries and the index, and SQLite's default (2 MiB) would spill them to the
 #: journal and read them back several times before the commit.
@@ -430,15 +444,14 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
 def _unindex_many(
     conn: sqlite3.Connection,
     rows: list[tuple[int, list[str]]],
-    living: int = 0,
     holders: Mapping[str, list[int]] | None = None,
 ) -> None:
     """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
 
     Each token's ``df`` is lowered once by its count (the length of its list in
-    ``holders``, when the caller has them by token). The postings go by key, in
-    index order, or, when the rows are a large share of the ``living`` (SQLite),
-    in one pass over the table.
+    ``holders``, when the caller has them by token). Where the store keeps
+    ``postings`` (PostgreSQL) they go by key, in index order; an SQLite store's
+    packs and blocks are the caller's to change (``apply_list_changes``).
     """
     counts: Counter[str] = Counter()
     if holders is not None:
@@ -448,11 +461,7 @@ def _unindex_many(
             counts.update(toks)
     if not counts:
         return
-    if isinstance(conn, sqlite3.Connection) and len(rows) >= living * SCAN_SHARE:
-        conn.execute(
-            "DELETE FROM postings WHERE entry_rowid IN (SELECT value FROM json_each(?))",
-            (_dumps([rowid for rowid, _ in rows]),),
-        )
+    if not _postings_kept(conn):
         conn.executemany(
             "UPDATE tokens SET df = df - ? WHERE token = ?",
             sorted((n, t) for t, n in counts.items()),
@@ -609,10 +618,11 @@ def write_entries_bulk(
         "INSERT INTO tokens (id, token, df) VALUES (?, ?, ?)",
         [(i, t, len(token_rows[t])) for i, t in enumerate(ordered, 1)],
     )
-    conn.executemany(
-        "INSERT INTO postings (token_id, entry_rowid) VALUES (?, ?)",
-        ((i, r) for i, t in enumerate(ordered, 1) for r in token_rows[t]),
-    )
+    if _postings_kept(conn):
+        conn.executemany(
+            "INSERT INTO postings (token_id, entry_rowid) VALUES (?, ?)",
+            ((i, r) for i, t in enumerate(ordered, 1) for r in token_rows[t]),
+        )
     if isinstance(conn, sqlite3.Connection):
         for i, t in enumerate(ordered, 1):
             write_token(conn, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
@@ -645,7 +655,8 @@ def backfill_v2(conn: sqlite3.Connection) -> None:
         )
         if alive:
             alive_count += 1
-            _index_tokens(conn, rowid, toks, +1, blocks=False)  # m004 adds the blocks
+            # schema 2's index: postings (m004 adds packs and blocks, m006 drops them)
+            _index_tokens(conn, rowid, toks, +1, blocks=False, postings=True)
         for member in entry.lineage:
             conn.execute(
                 "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
@@ -687,9 +698,9 @@ class SqlStore(MemoryStore):
         self._deferred: ListChanges | None = None
         #: While ``merge_many`` runs, the entries buried so far (written together after).
         self._merging: list[MemoryEntry] | None = None
-        #: ``(rowid, alive, toks)`` by id of the members a consolidation read, for
+        #: The rows (``_MemberRow``) by id of the members a consolidation read, for
         #: ``merge_many`` to bury without reading them again (emptied by it).
-        self._member_rows: dict[str, tuple[int, int, str]] = {}
+        self._member_rows: dict[str, _MemberRow] = {}
         #: Ids of the dead ``merge_many`` wrote, until the next ``flush``.
         self._buried_written: set[str] = set()
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
@@ -988,12 +999,12 @@ class SqlStore(MemoryStore):
         return set(map(_first, self.conn.execute("SELECT entry_rowid FROM settled")))
 
     def _entries_at(
-        self, rowids: list[int], keep: dict[str, tuple[int, int, str]] | None = None
+        self, rowids: list[int], keep: dict[str, _MemberRow] | None = None
     ) -> list[MemoryEntry]:
         """The living entries at these rowids, in order (cached ones as held).
 
-        ``keep``: also note each one's ``(rowid, alive, toks)`` there by id, as
-        ``_write_buried`` reads them (consolidation buries these entries next).
+        ``keep``: also note each one's row there by id (``_MemberRow``), as
+        ``_write_buried`` reads it (consolidation buries these entries next).
         """
         rows: dict[int, tuple[Any, ...]] = {}
         for part in _chunks(sorted(set(rowids))):
@@ -1007,7 +1018,9 @@ class SqlStore(MemoryStore):
                 tuple(part),
             ):
                 rows[int(row[0])] = tuple(row)
-                keep[str(row[1])] = (int(row[0]), int(row[2]), str(toks))
+                entry_id = str(row[1])
+                fresh = entry_id not in self._population  # materialized from this row
+                keep[entry_id] = (int(row[0]), int(row[2]), str(toks), fresh)
         out = []
         for rowid in rowids:
             row = rows[rowid]
@@ -1092,8 +1105,9 @@ class SqlStore(MemoryStore):
     def _write_heirs(self, heirs: list[MemoryEntry]) -> None:
         """``_write(heir, True)`` for each new heir, in order, in a few statements.
 
-        Rowids, token ids (new tokens in order of first use), ``df``, postings, the
-        deferred list changes, the living count and lineage end as one by one.
+        Rowids, token ids (new tokens in order of first use), ``df``, the packs and
+        blocks (or the deferred list changes), the living count and lineage end as
+        one by one.
         """
         if not heirs:
             return
@@ -1119,8 +1133,8 @@ class SqlStore(MemoryStore):
         version = self.backend.txn_version
         rows = []
         counts: dict[str, int] = {}  # in order of first use, as one by one assigns ids
-        postings: list[tuple[int, str]] = []
         deferred = self._deferred
+        changes: ListChanges = deferred if deferred is not None else {}
         for heir in heirs:
             rowid += 1
             toks = entry_tokens(heir)
@@ -1144,9 +1158,11 @@ class SqlStore(MemoryStore):
             self._heirs_written[heir.id] = (self.tick, version, damaged, data)
             for t in toks:
                 counts[t] = counts.get(t, 0) + 1
-                postings.append((rowid, t))
-                if deferred is not None:
-                    deferred.setdefault(t, {})[rowid] = True
+                held = changes.get(t)
+                if held is None:
+                    changes[t] = {rowid: True}
+                else:
+                    held[rowid] = True
         conn.executemany(
             "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, kind, "
             "damaged, data, version, id) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -1157,22 +1173,14 @@ class SqlStore(MemoryStore):
             "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
             list(counts.items()),
         )
-        ids = _token_ids_of(conn, list(counts))
-        keys = sorted([ids[t] << 32 | r for r, t in postings])
-        conn.executemany(
-            "INSERT OR IGNORE INTO postings (token_id, entry_rowid) VALUES (?, ?)",
-            [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
-        )
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
-            changes: ListChanges = {}
-            for r, t in postings:
-                changes.setdefault(t, {})[r] = True
             apply_list_changes(conn, changes)
         _bump(conn, "alive", len(heirs))
         conn.executemany(
             "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
-            [(member, heir.id) for heir in heirs for member in heir.lineage],
+            # by member (the key's order; a stable sort keeps the last write last)
+            sorted([(member, heir.id) for heir in heirs for member in heir.lineage], key=_first),
         )
 
     def _write_buried(self, entries: list[MemoryEntry]) -> None:
@@ -1182,7 +1190,7 @@ class SqlStore(MemoryStore):
         conn = self.conn
         # Rows consolidation read when it took the members (same transaction), else now.
         kept, self._member_rows = self._member_rows, {}
-        rows: dict[str, tuple[int, int, str]] = {}
+        rows: dict[str, _MemberRow] = {}
         missing = [e.id for e in entries]
         if kept:
             rows = {e.id: kept[e.id] for e in entries if e.id in kept}
@@ -1192,22 +1200,39 @@ class SqlStore(MemoryStore):
             for entry_id, rowid, alive, toks in conn.execute(
                 f"SELECT id, rowid, alive, toks FROM entries WHERE id IN ({marks})", chunk
             ):
-                rows[str(entry_id)] = (int(rowid), int(alive), str(toks))
+                rows[str(entry_id)] = (int(rowid), int(alive), str(toks), False)
         for entry in entries:
             if entry.id not in rows:  # no row yet: the one-by-one path inserts it
                 self._write(entry, False)
         entries = [e for e in entries if e.id in rows]
         version = self.backend.txn_version
-        updates = []
+        tick = self.tick
+        damaged = self.damaged
+        updates = []  # the entry as held written too
+        columns = []  # a member read from its row for this burial: only the columns
         for entry in entries:
-            rowid, _alive, _toks = rows[entry.id]
+            rowid, _alive, _toks, as_read = rows[entry.id]
+            if as_read:
+                # The burial changed its balance only, and a dead entry's balance is
+                # read from ``energy``: its JSON stays as it was (``_materialize``).
+                columns.append(
+                    (
+                        entry.energy,
+                        tick,
+                        int(entry.pinned),
+                        int(entry.id in damaged),
+                        version,
+                        rowid,
+                    )
+                )
+                continue
             updates.append(
                 (
                     entry.energy,
-                    self.tick,
+                    tick,
                     int(entry.pinned),
                     entry.kind.value,
-                    int(entry.id in self.damaged),
+                    int(entry.id in damaged),
                     _dumps(entry.to_dict()),
                     version,
                     rowid,
@@ -1215,11 +1240,18 @@ class SqlStore(MemoryStore):
             )
         conn.executemany(
             "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
+            "damaged=?, version=? WHERE rowid=?",
+            sorted(columns, key=itemgetter(-1)),  # in rowid order: pages in sequence
+        )
+        conn.executemany(
+            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
             "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
-            sorted(updates, key=itemgetter(-1)),  # in rowid order: pages in sequence
+            sorted(updates, key=itemgetter(-1)),
         )
         postings = [
-            (rowid, toks.split()) for rowid, alive, toks in (rows[e.id] for e in entries) if alive
+            (rowid, toks.split())
+            for rowid, alive, toks, _ in (rows[e.id] for e in entries)
+            if alive
         ]
         holders: dict[str, list[int]] = {}  # token -> the unindexed rows holding it
         for rowid, toks in postings:
@@ -1229,7 +1261,7 @@ class SqlStore(MemoryStore):
                     holders[t] = [rowid]
                 else:
                     held.append(rowid)
-        _unindex_many(conn, postings, len(self), holders)
+        _unindex_many(conn, postings, holders)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else {}
             for t, rowids in holders.items():
