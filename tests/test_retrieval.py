@@ -258,6 +258,7 @@ WORDS = ["deploy", "rollback", "cache", "worker", "queue", "flaky", "tests", "po
 
 
 def _index_state(r: LexicalRetriever) -> tuple[object, ...]:
+    r._list_pending()
     return (
         list(r._ids),
         dict(r._ordinal),

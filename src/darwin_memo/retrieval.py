@@ -178,18 +178,54 @@ class LexicalRetriever:
         self._postings: dict[str, array[int]] = {}
         self._df: dict[str, int] = {}
         self._dead_in: dict[str, int] = {}
+        # Entries given to ``index`` and not yet in the lists, in order: the lists are
+        # made when a search needs them (in one pass when the index is empty), so
+        # adding entries costs no tokenizing until something is looked up.
+        self._pending: dict[str, MemoryEntry] = {}
 
     # -- the index ------------------------------------------------------------
 
     @property
     def indexed(self) -> int:
-        """How many entries the index holds."""
-        return len(self._ordinal)
+        """How many entries the index holds (those still to be listed included)."""
+        return len(self._ordinal) + len(self._pending)
 
     def index(self, entry: MemoryEntry) -> None:
-        """Add (or refresh) an entry in the inverted index."""
+        """Add (or refresh) an entry in the inverted index (listed by the next search)."""
         if entry.id in self._ordinal:
             self._unindex(entry.id)
+        else:
+            self._pending.pop(entry.id, None)  # refreshed: it goes after the others
+        self._pending[entry.id] = entry
+
+    def _list_pending(self) -> None:
+        """Put the pending entries in the lists, in the order they were given."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = {}
+        if self._ordinal or type(self)._list is not LexicalRetriever._list:
+            for entry in pending.values():
+                self._list(entry)
+            return
+        # Into an empty index (a store being read or built): one pass that counts each
+        # token's entries once at the end instead of per entry.
+        ids, ordinals, postings, tokens = self._ids, self._ordinal, self._postings, self.tokens
+        get = postings.get
+        for entry in pending.values():
+            ordinal = len(ids)
+            ids.append(entry.id)
+            ordinals[entry.id] = ordinal
+            for t in tokens(entry):
+                plist = get(t)
+                if plist is None:
+                    postings[t] = array("l", (ordinal,))
+                else:
+                    plist.append(ordinal)
+        self._df = {t: len(plist) for t, plist in postings.items()}  # nobody is dead yet
+
+    def _list(self, entry: MemoryEntry) -> None:
+        """Put one entry (not listed) in the lists."""
         toks = self.tokens(entry)
         ordinal = len(self._ids)
         self._ids.append(entry.id)
@@ -202,33 +238,14 @@ class LexicalRetriever:
             self._df[t] = self._df.get(t, 0) + 1
 
     def index_many(self, entries: Iterable[MemoryEntry]) -> None:
-        """``index`` each entry in turn; into an empty index (a store being read) in one
-        pass that counts each token's entries once at the end instead of per entry."""
-        if self._ordinal or type(self).index is not LexicalRetriever.index:  # a subclass's own
-            for entry in entries:
-                self.index(entry)
-            return
-        ids, ordinals, postings, tokens = self._ids, self._ordinal, self._postings, self.tokens
-        get = postings.get
-        rest: list[MemoryEntry] = []
+        """``index`` each entry in turn."""
+        index = self.index
         for entry in entries:
-            if rest or entry.id in ordinals:
-                rest.append(entry)  # an id seen twice: the rest one by one, after the counts
-                continue
-            ordinal = len(ids)
-            ids.append(entry.id)
-            ordinals[entry.id] = ordinal
-            for t in tokens(entry):
-                plist = get(t)
-                if plist is None:
-                    postings[t] = array("l", (ordinal,))
-                else:
-                    plist.append(ordinal)
-        self._df = {t: len(plist) for t, plist in postings.items()}  # nobody is dead yet
-        for entry in rest:
-            self.index(entry)
+            index(entry)
 
     def _unindex(self, entry_id: str) -> None:
+        if self._pending.pop(entry_id, None) is not None:
+            return  # never listed
         ordinal = self._ordinal.pop(entry_id, None)
         if ordinal is None:
             return
@@ -250,6 +267,7 @@ class LexicalRetriever:
 
     def search(self, query: str, k: int | None) -> list[tuple[str, float]]:
         """Ids in the published top ``k`` (ties with the k-th included) over the index."""
+        self._list_pending()
         qtokens = list(dict.fromkeys(tokenize(query)))
         ids = self._ids
         tokens = self._tokens
