@@ -517,3 +517,40 @@ def test_utc_now_iso_is_the_current_second(monkeypatch: pytest.MonkeyPatch) -> N
         clock[0] = now
         want = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(int(now)))
         assert types.utc_now_iso() == want
+
+
+def test_a_consolidating_tick_pauses_the_collector_until_it_is_written(tmp_path: Path) -> None:
+    """The cyclic collector waits while a consolidation and its writes run (it would walk
+    the store's objects again and again), and is back on after, an error included."""
+    import gc
+
+    ledger = Ledger.open(tmp_path / "store.db")
+    for i in range(6):
+        ledger.add(CACHE_Q, CACHE_A + f" Case {i % 2}.")
+    ledger.config.consolidate_every = 2
+    backend = ledger.backend
+    assert backend is not None
+    write = backend._write  # type: ignore[attr-defined]
+    seen: list[bool] = []
+
+    def spy(*args: object) -> None:
+        seen.append(gc.isenabled())
+        write(*args)
+
+    backend._write = spy  # type: ignore[attr-defined]
+    assert ledger.tick()["merges"] == 0 and seen == [True]  # tick 1: no consolidation
+    assert ledger.tick()["merges"] > 0 and seen == [True, False]
+    assert gc.isenabled()
+
+    def fail(*args: object) -> None:
+        seen.append(gc.isenabled())
+        raise RuntimeError("disk on fire")
+
+    backend._write = write  # type: ignore[attr-defined]
+    ledger.add(CACHE_Q, CACHE_A + " Again.")
+    ledger.add(CACHE_Q, CACHE_A + " Again.")
+    ledger.config.consolidate_every = 1
+    backend._write = fail  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        ledger.tick()  # a consolidating tick: the collector was paused when it failed
+    assert seen[-1] is False and gc.isenabled()

@@ -426,3 +426,30 @@ def test_cached_packs_are_not_walked_by_the_cyclic_collector(tmp_path: Path) -> 
     assert store._sets, "some pack was kept for membership tests"
     assert not any(gc.is_tracked(held) for held in store._sets.values())
     store.backend.close()
+
+
+def test_rows_buried_in_bulk_leave_every_list_and_come_back_when_listed_again(
+    small_blocks: None, tmp_path: Path
+) -> None:
+    """A bulk burial takes its rows out of every list with one set (``ListChanges.gone``):
+    after changes by rowid made earlier in the same batch, and undone for a row that is
+    listed again later in it."""
+    store = new_store(tmp_path)
+    for i in range(40):
+        store.add(MemoryEntry(f"restart api worker w{i % 3}", f"note {i}", id=f"e{i:02d}"))
+    assert check_lists(store.conn) > 0  # the common words are bits already
+    heir = MemoryEntry("restart api worker", "merged", id="h0", lineage=["e00", "e01", "e02"])
+    edited = store.get("e03")
+    assert edited is not None
+    with store.deferred_lists():
+        edited.question = "drain the queue first w7"  # new tokens listed by rowid...
+        store._write(edited, True)
+        heir2 = MemoryEntry("drain the queue", "merged", id="h1", lineage=["e03", "e04"])
+        store.merge_many([(heir, ["e00", "e01", "e02"]), (heir2, ["e03", "e04"])])  # ...gone
+        revived = store.get_dead("e01")
+        assert revived is not None
+        store._write(revived, True)  # listed again in the same batch
+    check_lists(store.conn)
+    alive = {str(i) for (i,) in store.conn.execute("SELECT id FROM entries WHERE alive = 1")}
+    assert {"e01", "h0", "h1"} <= alive and not {"e00", "e02", "e03", "e04"} & alive
+    assert [e.id for e, _ in store.retrieve("drain queue w7", 5)] == ["h1"]

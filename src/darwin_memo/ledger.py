@@ -27,6 +27,7 @@ from _thread import RLock
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
+from . import collector
 from .consolidate import merge_groups
 from .errors import DarwinMemoError, StoreFormatError
 from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
@@ -798,7 +799,7 @@ class Ledger:
             isinstance(expire_after, bool) or not isinstance(expire_after, int) or expire_after < 0
         ):
             raise LedgerInputError(f"expire_after must be an integer >= 0, got {expire_after!r}")
-        with self._op() as changes:
+        with contextlib.ExitStack() as bulk, self._op() as changes:
             self.tick_count += 1
             dead_entries: list[str] = []
             expired = 0
@@ -841,6 +842,10 @@ class Ledger:
             merges = []
             every = self.config.consolidate_every
             if every and self.tick_count % every == 0:
+                # A consolidation makes (and its notes and writes hold) millions of small
+                # containers while the store is in memory: the cyclic collector would walk
+                # them again and again, so it waits until the tick is written.
+                bulk.enter_context(collector.paused())
                 merges = merge_groups(
                     self.store,
                     self.tick_count,

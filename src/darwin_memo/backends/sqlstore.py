@@ -58,8 +58,26 @@ __all__ = [
     "write_entries_bulk",
 ]
 
-#: Pending list changes: token -> {rowid: whether it now holds the token}.
-ListChanges = dict[str, dict[int, bool]]
+
+class ListChanges(dict[str, dict[int, bool]]):
+    """Pending list changes: token -> {rowid: whether it now holds the token}.
+
+    ``gone``: rowids that hold no token any more (buried in bulk), taken out of the
+    lists of every token that is a key here, after the changes by rowid; one set for
+    all tokens instead of a rowid per token (half a million burials hold tens of
+    millions of postings). A rowid listed again afterwards leaves ``gone``.
+    """
+
+    __slots__ = ("gone",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone: set[int] = set()
+
+    def clear(self) -> None:
+        super().clear()
+        self.gone.clear()
+
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
 #: A consolidation member's row as read for its burial: rowid, alive, toks, and
@@ -180,6 +198,8 @@ def _index_tokens(
         if deferred is not None:
             for t in toks:
                 deferred.setdefault(t, {})[rowid] = sign > 0
+            if sign > 0:
+                deferred.gone.discard(rowid)
         else:
             apply_list_changes(conn, {t: {rowid: sign > 0} for t in toks})
 
@@ -267,14 +287,58 @@ def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int]
 
 
 def rebuild_token(
-    conn: sqlite3.Connection, token_id: int, dense: bool, held: dict[int, bool]
+    conn: sqlite3.Connection,
+    token_id: int,
+    dense: bool,
+    held: dict[int, bool],
+    gone: Collection[int] = (),
 ) -> None:
     """Move ``token_id``'s list from bits to a pack or back (``dense``: its form now),
-    with the changes ``held`` (rowid -> whether it now holds the token) applied."""
+    with the changes ``held`` (rowid -> whether it now holds the token) applied and
+    the rowids ``gone`` taken out."""
     ids = _changed(array("I", token_ids(conn, token_id, dense)), held)
     conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id,))
     conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
-    write_token(conn, token_id, list(ids), dense=not dense)
+    write_token(conn, token_id, [r for r in ids if r not in gone], dense=not dense)
+
+
+def _gone_masks(gone: Collection[int]) -> dict[int, int]:
+    """``gone`` as one integer bit mask per block (bit ``rowid & _BLOCK_MASK``)."""
+    bufs: dict[int, bytearray] = {}
+    size = 1 << (BLOCK_SHIFT - 3)
+    for rowid in gone:
+        block = rowid >> BLOCK_SHIFT
+        buf = bufs.get(block)
+        if buf is None:
+            buf = bufs[block] = bytearray(size)
+        offset = rowid & _BLOCK_MASK
+        buf[offset >> 3] |= 1 << (offset & 7)
+    return {block: int.from_bytes(buf, "little") for block, buf in bufs.items()}
+
+
+def _clear_blocks(conn: sqlite3.Connection, token_id: int, masks: Mapping[int, int]) -> None:
+    """Clear the bits of ``masks`` (``_gone_masks``) in ``token_id``'s blocks."""
+    wanted = list(masks)
+    for part in _chunks(wanted):
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(
+            f"SELECT block, bits FROM blocks WHERE token_id = ? AND block IN ({marks})",
+            (token_id, *part),
+        ).fetchall()
+        for block, bits in rows:
+            kept = int.from_bytes(bits, "little") & ~masks[int(block)]
+            fresh = kept.to_bytes(len(bits), "little").rstrip(b"\0")
+            if fresh == bits:
+                continue
+            if fresh:
+                conn.execute(
+                    "UPDATE blocks SET bits = ? WHERE token_id = ? AND block = ?",
+                    (fresh, token_id, block),
+                )
+            else:
+                conn.execute(
+                    "DELETE FROM blocks WHERE token_id = ? AND block = ?", (token_id, block)
+                )
 
 
 def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dense: bool) -> None:
@@ -315,16 +379,19 @@ def new_stamp(conn: sqlite3.Connection) -> None:
     )
 
 
-def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
-    """Bring the packs and blocks of the changed tokens in step with ``postings``.
+def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int, bool]]) -> None:
+    """Bring the packs and blocks of the changed tokens in step with the rows.
 
-    ``changes[token][rowid]`` says whether ``rowid`` now holds ``token`` (postings
-    and ``tokens.df`` are already written). Each pack or block is rewritten once,
-    however many entries changed, so a tick burying thousands stays cheap.
+    ``changes[token][rowid]`` says whether ``rowid`` now holds ``token``, and the
+    rowids of ``changes.gone`` (a ``ListChanges``) hold none (``tokens.df`` is
+    already written). Each pack or block is rewritten once, however many entries
+    changed, so a tick burying thousands stays cheap.
     """
     if not changes:
         return
     new_stamp(conn)
+    gone: Collection[int] = getattr(changes, "gone", None) or ()
+    masks = _gone_masks(gone) if gone else {}
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         packed: dict[int, str] = {}  # token id -> token, for the packs read below
@@ -334,10 +401,13 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
             token_id = int(token_id)
             held = changes[token]
             if (dense and df < DENSE_DROP) or (not dense and df >= DENSE_MIN):
-                rebuild_token(conn, token_id, bool(dense), held)  # bits to a pack, or back
+                rebuild_token(conn, token_id, bool(dense), held, gone)  # bits to a pack, or back
             elif dense:
-                _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
-                _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
+                if held:
+                    _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
+                    _write_blocks(conn, token_id, [r for r, on in held.items() if not on], False)
+                if masks:
+                    _clear_blocks(conn, token_id, masks)
             else:
                 packed[token_id] = token
         if not packed:
@@ -350,16 +420,18 @@ def apply_list_changes(conn: sqlite3.Connection, changes: ListChanges) -> None:
             )
         )
         writes: list[tuple[int, bytes]] = []
-        gone: list[tuple[int]] = []
+        emptied: list[tuple[int]] = []
         for token_id, token in packed.items():
             blob = blobs.get(token_id)
             ids = _changed(unpack_ids(blob) if blob is not None else array("I"), changes[token])
+            if gone:
+                ids = [r for r in ids if r not in gone]
             if ids:
                 writes.append((token_id, pack_ids(ids)))
             elif blob is not None:
-                gone.append((token_id,))
+                emptied.append((token_id,))
         conn.executemany("INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)", writes)
-        conn.executemany("DELETE FROM packs WHERE token_id = ?", gone)
+        conn.executemany("DELETE FROM packs WHERE token_id = ?", emptied)
 
 
 def block_bits(
@@ -441,34 +513,24 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
                 conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
-def _unindex_many(
-    conn: sqlite3.Connection,
-    rows: list[tuple[int, list[str]]],
-    holders: Mapping[str, list[int]] | None = None,
-) -> None:
-    """``_index_tokens(conn, rowid, toks, -1)`` for each ``(rowid, toks)``, batched.
+def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> Counter[str]:
+    """``_index_tokens(conn, rowid, toks.split(), -1)`` for each ``(rowid, toks)``, batched.
 
-    Each token's ``df`` is lowered once by its count (the length of its list in
-    ``holders``, when the caller has them by token). Where the store keeps
-    ``postings`` (PostgreSQL) they go by key, in index order; an SQLite store's
-    packs and blocks are the caller's to change (``apply_list_changes``).
+    Each token's ``df`` is lowered once by its count (returned, by token). Where the
+    store keeps ``postings`` (PostgreSQL) they go by key, in index order; an SQLite
+    store's packs and blocks are the caller's to change (``apply_list_changes``).
     """
-    counts: Counter[str] = Counter()
-    if holders is not None:
-        counts.update({t: len(rowids) for t, rowids in holders.items()})
-    else:
-        for _rowid, toks in rows:
-            counts.update(toks)
+    counts = Counter(" ".join([toks for _rowid, toks in rows]).split())
     if not counts:
-        return
+        return counts
     if not _postings_kept(conn):
         conn.executemany(
             "UPDATE tokens SET df = df - ? WHERE token = ?",
             sorted((n, t) for t, n in counts.items()),
         )
-        return
+        return counts
     ids = _token_ids_of(conn, list(counts))
-    keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks if t in ids])
+    keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks.split() if t in ids])
     conn.executemany(
         "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ?",
         [(key >> 32, key & 0xFFFFFFFF) for key in keys],  # in index order
@@ -477,6 +539,7 @@ def _unindex_many(
         "UPDATE tokens SET df = df - ? WHERE id = ?",
         sorted((n, ids[t]) for t, n in counts.items() if t in ids),
     )
+    return counts
 
 
 def unsettle(conn: sqlite3.Connection, rowids: list[int]) -> None:
@@ -756,7 +819,7 @@ class SqlStore(MemoryStore):
         if self._deferred is not None:
             yield
             return
-        self._deferred = {}
+        self._deferred = ListChanges()
         try:
             yield
             pending = self._deferred
@@ -1134,7 +1197,7 @@ class SqlStore(MemoryStore):
         rows = []
         counts: dict[str, int] = {}  # in order of first use, as one by one assigns ids
         deferred = self._deferred
-        changes: ListChanges = deferred if deferred is not None else {}
+        changes: ListChanges = deferred if deferred is not None else ListChanges()
         for heir in heirs:
             rowid += 1
             toks = entry_tokens(heir)
@@ -1248,32 +1311,20 @@ class SqlStore(MemoryStore):
             "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
             sorted(updates, key=itemgetter(-1)),
         )
-        postings = [
-            (rowid, toks.split())
-            for rowid, alive, toks, _ in (rows[e.id] for e in entries)
-            if alive
+        unlisted = [
+            (rowid, toks) for rowid, alive, toks, _ in (rows[e.id] for e in entries) if alive
         ]
-        holders: dict[str, list[int]] = {}  # token -> the unindexed rows holding it
-        for rowid, toks in postings:
-            for t in toks:
-                held = holders.get(t)
-                if held is None:
-                    holders[t] = [rowid]
-                else:
-                    held.append(rowid)
-        _unindex_many(conn, postings, holders)
+        counts = _unindex_many(conn, unlisted)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
-            changes = self._deferred if self._deferred is not None else {}
-            for t, rowids in holders.items():
-                before = changes.get(t)
-                if before is None:
-                    changes[t] = dict.fromkeys(rowids, False)
-                else:
-                    before.update(dict.fromkeys(rowids, False))
+            changes = self._deferred if self._deferred is not None else ListChanges()
+            for t in counts:  # their lists lose the rows gone (one set for every token)
+                if t not in changes:
+                    changes[t] = {}
+            changes.gone.update(rowid for rowid, _toks in unlisted)
             if self._deferred is None:
                 apply_list_changes(conn, changes)
-        if postings:
-            _bump(conn, "alive", -len(postings))
+        if unlisted:
+            _bump(conn, "alive", -len(unlisted))
         conn.executemany(
             "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
             [(member, entry.id) for entry in entries for member in entry.lineage],
