@@ -30,6 +30,7 @@ import unicodedata
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 
+from . import collector
 from .index import top_candidates
 from .types import MemoryEntry
 
@@ -209,20 +210,22 @@ class LexicalRetriever:
                 self._list(entry)
             return
         # Into an empty index (a store being read or built): one pass that counts each
-        # token's entries once at the end instead of per entry.
+        # token's entries once at the end instead of per entry, with the collector
+        # paused (a token set and a few containers per entry, the store in memory).
         ids, ordinals, postings, tokens = self._ids, self._ordinal, self._postings, self.tokens
         get = postings.get
-        for entry in pending.values():
-            ordinal = len(ids)
-            ids.append(entry.id)
-            ordinals[entry.id] = ordinal
-            for t in tokens(entry):
-                plist = get(t)
-                if plist is None:
-                    postings[t] = array("l", (ordinal,))
-                else:
-                    plist.append(ordinal)
-        self._df = {t: len(plist) for t, plist in postings.items()}  # nobody is dead yet
+        with collector.paused():
+            for entry in pending.values():
+                ordinal = len(ids)
+                ids.append(entry.id)
+                ordinals[entry.id] = ordinal
+                for t in tokens(entry):
+                    plist = get(t)
+                    if plist is None:
+                        postings[t] = array("l", (ordinal,))
+                    else:
+                        plist.append(ordinal)
+            self._df = {t: len(plist) for t, plist in postings.items()}  # nobody is dead yet
 
     def _list(self, entry: MemoryEntry) -> None:
         """Put one entry (not listed) in the lists."""
