@@ -448,8 +448,10 @@ def test_rows_buried_in_bulk_leave_every_list_and_come_back_when_listed_again(
         store.merge_many([(heir, ["e00", "e01", "e02"]), (heir2, ["e03", "e04"])])  # ...gone
         revived = store.get_dead("e01")
         assert revived is not None
-        store._write(revived, True)  # listed again in the same batch
+        revived.question = "cache w9"  # listed again in the same batch, with other words
+        store._write(revived, True)
     check_lists(store.conn)
     alive = {str(i) for (i,) in store.conn.execute("SELECT id FROM entries WHERE alive = 1")}
     assert {"e01", "h0", "h1"} <= alive and not {"e00", "e02", "e03", "e04"} & alive
     assert [e.id for e, _ in store.retrieve("drain queue w7", 5)] == ["h1"]
+    assert "e01" not in [e.id for e, _ in store.retrieve("restart api worker w1", 50)]

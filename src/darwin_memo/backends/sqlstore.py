@@ -62,17 +62,26 @@ __all__ = [
 class ListChanges(dict[str, dict[int, bool]]):
     """Pending list changes: token -> {rowid: whether it now holds the token}.
 
-    ``gone``: rowids that hold no token any more (buried in bulk), taken out of the
-    lists of every token that is a key here, after the changes by rowid; one set for
-    all tokens instead of a rowid per token (half a million burials hold tens of
-    millions of postings). A rowid listed again afterwards leaves ``gone``.
+    ``gone``: rowids that hold no token any more (buried in bulk), with the ``toks``
+    they held, taken out of the lists of every token that is a key here after the
+    changes by rowid: one set for all tokens instead of a rowid per token (half a
+    million burials hold tens of millions of postings). A rowid listed again
+    afterwards leaves ``gone`` for a change by rowid per token it held.
     """
 
     __slots__ = ("gone",)
 
     def __init__(self) -> None:
         super().__init__()
-        self.gone: set[int] = set()
+        self.gone: dict[int, str] = {}
+
+    def relist(self, rowid: int) -> None:
+        """``rowid`` is about to be listed again: out of ``gone``, its tokens then
+        left by rowid (the new listing overrides those it holds again)."""
+        toks = self.gone.pop(rowid, None)
+        if toks is not None:
+            for t in toks.split():
+                self.setdefault(t, {})[rowid] = False
 
     def clear(self) -> None:
         super().clear()
@@ -196,10 +205,10 @@ def _index_tokens(
         conn.executemany("UPDATE tokens SET df = df - 1 WHERE token = ?", [(t,) for t in toks])
     if blocks and isinstance(conn, sqlite3.Connection):
         if deferred is not None:
+            if sign > 0:
+                deferred.relist(rowid)
             for t in toks:
                 deferred.setdefault(t, {})[rowid] = sign > 0
-            if sign > 0:
-                deferred.gone.discard(rowid)
         else:
             apply_list_changes(conn, {t: {rowid: sign > 0} for t in toks})
 
@@ -1320,7 +1329,7 @@ class SqlStore(MemoryStore):
             for t in counts:  # their lists lose the rows gone (one set for every token)
                 if t not in changes:
                     changes[t] = {}
-            changes.gone.update(rowid for rowid, _toks in unlisted)
+            changes.gone.update(unlisted)
             if self._deferred is None:
                 apply_list_changes(conn, changes)
         if unlisted:
