@@ -554,3 +554,34 @@ def test_a_consolidating_tick_pauses_the_collector_until_it_is_written(tmp_path:
     with pytest.raises(RuntimeError):
         ledger.tick()  # a consolidating tick: the collector was paused when it failed
     assert seen[-1] is False and gc.isenabled()
+
+
+def test_a_dying_entry_under_many_open_tickets_reads_one_of_them(tmp_path: Path) -> None:
+    """Whether an open ticket still names an entry that a settlement drained is asked of
+    the store's rows naming it, parsed only until one does: not every open ticket."""
+    ledger = Ledger.open(tmp_path / "store.db")
+    poison = ledger.add(
+        "Are the db files redundant?", "The db files are redundant and safe to remove."
+    )
+    tickets = [ledger.decide("Are the db files redundant?") for _ in range(40)]
+    assert all(t.deciding_entry == poison.id for t in tickets)
+    ledger.close()
+    ledger = Ledger.open(tmp_path / "store.db")  # open tickets read when needed
+    backend = ledger.backend
+    parsed: list[str] = []
+    parse = backend._ticket  # type: ignore[attr-defined]
+
+    def spy(data: str) -> Ticket:
+        parsed.append(data)
+        return parse(data)
+
+    backend._ticket = spy  # type: ignore[attr-defined]
+    for ticket in tickets[:10]:  # drained after a few, held open by the other verdicts
+        ledger.settle(ticket.id, -5.0, "restore cost")
+    entry = ledger.store.get(poison.id)
+    assert entry is not None and not entry.alive
+    assert len(parsed) <= 3 * 10, len(parsed)  # each settlement: its ticket, and one
+    for ticket in tickets[10:]:
+        ledger.settle(ticket.id, -5.0, "restore cost")
+    assert ledger.store.get(poison.id) is None  # the last verdict in: executed
+    assert ledger.verify() == []

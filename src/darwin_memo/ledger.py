@@ -21,6 +21,7 @@ nothing is written until ``save``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 from _thread import RLock
@@ -325,8 +326,11 @@ class Ledger:
         """Whether an open ticket names ``entry_id`` (reads only the tickets that might)."""
         if self._pending_source is None:
             return entry_id in self._escrow_now
-        tickets = self._unread_tickets(naming=entry_id)
-        return any(entry_id in t.provenance for t in tickets.values())
+        closed = self._pending_closed
+        opened = (t for t in self._pending_deferred if t.id not in closed)
+        read = (t for t in self._pending_source(naming=entry_id) if t.id not in closed)
+        # Kept aside first, then the store's rows, parsed only until one names it.
+        return any(entry_id in t.provenance for t in itertools.chain(opened, read))
 
     def _open_ticket(self, ticket: Ticket) -> None:
         if self._pending_source is not None:

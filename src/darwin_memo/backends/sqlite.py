@@ -175,9 +175,12 @@ class SqliteBackend:
         except (TypeError, ValueError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable ticket row: {exc}") from None
 
-    def _open_tickets(self, *, ticket_id: str = "", naming: str = "") -> list[Ticket]:
+    def _open_tickets(self, *, ticket_id: str = "", naming: str = "") -> Iterator[Ticket]:
         """Open tickets: all, the one with ``ticket_id``, or those whose row names
-        ``naming`` (its id as JSON writes it; the caller checks the provenance)."""
+        ``naming`` (its id as JSON writes it; the caller checks the provenance).
+
+        The rows are read at once; each is parsed as the caller reaches it (a caller
+        asking whether any names an entry stops at the first)."""
         sql = "SELECT data FROM tickets WHERE open = 1"
         params: tuple[str, ...] = ()
         if ticket_id:
@@ -189,7 +192,7 @@ class SqliteBackend:
             rows = self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             self._raise(exc, "read the open tickets")
-        return [self._ticket(data) for (data,) in rows]
+        return (self._ticket(data) for (data,) in rows)
 
     def _store_class(self) -> type[SqlStore]:
         """The population class for this backend (PostgreSQL's searches vectors in SQL)."""
