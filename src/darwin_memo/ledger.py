@@ -299,14 +299,18 @@ class Ledger:
             if t.id not in self._pending_now and t.id not in closed:
                 self._open_ticket(t)
 
-    def _unread_tickets(self, **where: str) -> dict[str, Ticket]:
-        """Open tickets matching ``where`` while the full set is unread (see the source)."""
+    def _unread(self, **where: str) -> Iterator[Ticket]:
+        """Open tickets matching ``where`` while the full set is unread (see the source):
+        the store's, parsed as reached, then those kept aside; none closed here."""
         assert self._pending_source is not None
-        found = {t.id: t for t in self._pending_source(**where)}
-        found.update((t.id, t) for t in self._pending_deferred)
-        for ticket_id in self._pending_closed:
-            found.pop(ticket_id, None)
-        return found
+        closed = self._pending_closed
+        for t in itertools.chain(self._pending_source(**where), self._pending_deferred):
+            if t.id not in closed:
+                yield t
+
+    def _unread_tickets(self, **where: str) -> dict[str, Ticket]:
+        """``_unread`` by id (a ticket both read and kept aside counts once)."""
+        return {t.id: t for t in self._unread(**where)}
 
     @property
     def _pending(self) -> dict[str, Ticket]:
@@ -326,11 +330,8 @@ class Ledger:
         """Whether an open ticket names ``entry_id`` (reads only the tickets that might)."""
         if self._pending_source is None:
             return entry_id in self._escrow_now
-        closed = self._pending_closed
-        opened = (t for t in self._pending_deferred if t.id not in closed)
-        read = (t for t in self._pending_source(naming=entry_id) if t.id not in closed)
-        # Kept aside first, then the store's rows, parsed only until one names it.
-        return any(entry_id in t.provenance for t in itertools.chain(opened, read))
+        # The store's rows naming it are parsed only until one does.
+        return any(entry_id in t.provenance for t in self._unread(naming=entry_id))
 
     def _open_ticket(self, ticket: Ticket) -> None:
         if self._pending_source is not None:
