@@ -279,8 +279,8 @@ def test_a_second_handle_in_one_process_keeps_the_first_safe(tmp_path: Path) -> 
         assert again.stats()["alive"] == 4 and again.verify() == []
 
 
-def test_only_energy_moving_commits_wait_for_the_disk(tmp_path: Path) -> None:
-    """A decide commits with synchronous=NORMAL (WAL), everything else with FULL."""
+def test_only_commits_carrying_outside_facts_wait_for_the_disk(tmp_path: Path) -> None:
+    """A decide and a tick commit with synchronous=NORMAL (WAL); adds and settles, FULL."""
     ledger = Ledger.open(tmp_path / "s.db")
     conn = ledger.backend.conn  # type: ignore[union-attr]
 
@@ -292,6 +292,10 @@ def test_only_energy_moving_commits_wait_for_the_disk(tmp_path: Path) -> None:
     ticket = ledger.decide(CACHE_Q)
     assert ticket.provenance and level() == 1  # NORMAL
     assert ledger.settle(ticket.id, 1.0)
+    assert level() == 2
+    ledger.tick()
+    assert level() == 1
+    ledger.add(LOG_Q, "Old log files under logs/ are safe to delete once rotated.")
     assert level() == 2
     ledger.close()
     assert Ledger.open(tmp_path / "s.db").verify() == []

@@ -165,9 +165,10 @@ class Changes:
     opened: list[Ticket] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
-    #: True for an operation that moves no energy (a decide): a durable backend may
-    #: commit it without waiting for the disk (it survives a crash of the process,
-    #: and a power cut can only lose the ticket, which then settles as unknown).
+    #: True for an operation that carries no outside measurement (a decide, a tick): a
+    #: durable backend may commit it without waiting for the disk. It survives a crash
+    #: of the process; a power cut can only lose it (a lost ticket settles as unknown,
+    #: a lost tick is run again by the next one).
     relaxed: bool = False
 
 
@@ -804,7 +805,9 @@ class Ledger:
             isinstance(expire_after, bool) or not isinstance(expire_after, int) or expire_after < 0
         ):
             raise LedgerInputError(f"expire_after must be an integer >= 0, got {expire_after!r}")
-        with contextlib.ExitStack() as bulk, self._op() as changes:
+        # A tick carries no outside measurement: lost to a power cut, it is only run
+        # again (the next tick finds the store as it was), so it does not wait for the disk.
+        with contextlib.ExitStack() as bulk, self._op(relaxed=True) as changes:
             self.tick_count += 1
             dead_entries: list[str] = []
             expired = 0

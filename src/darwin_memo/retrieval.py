@@ -193,11 +193,12 @@ class LexicalRetriever:
 
     def index(self, entry: MemoryEntry) -> None:
         """Add (or refresh) an entry in the inverted index (listed by the next search)."""
-        if entry.id in self._ordinal:
-            self._unindex(entry.id)
-        else:
-            self._pending.pop(entry.id, None)  # refreshed: it goes after the others
-        self._pending[entry.id] = entry
+        entry_id, pending = entry.id, self._pending
+        if entry_id in self._ordinal:
+            self._unindex(entry_id)
+        elif entry_id in pending:
+            del pending[entry_id]  # refreshed: it goes after the others
+        pending[entry_id] = entry
 
     def _list_pending(self) -> None:
         """Put the pending entries in the lists, in the order they were given."""

@@ -24,7 +24,7 @@ from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
 from .retrieval import LexicalRetriever, tokenize
 from .temporal import recency_weight
-from .types import EntryKind, MemoryEntry
+from .types import ALIVE_EPSILON, EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,16 +92,20 @@ class MemoryStore:
         """Add an entry to the population; its energy is posted as its stake."""
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"add() takes a MemoryEntry, got {type(entry).__name__}")
-        if not math.isfinite(entry.energy):
-            raise ValueError(f"entry {entry.id} has a non-finite energy {entry.energy!r}")
-        if entry.id in self._population or entry.id in self._graveyard:
+        entry_id, energy = entry.id, entry.energy
+        if not math.isfinite(energy):
+            raise ValueError(f"entry {entry_id} has a non-finite energy {energy!r}")
+        population = self._population
+        if entry_id in population or entry_id in self._graveyard:
             raise ValueError(
-                f"an entry with id {entry.id} is already in this store; ids must be unique"
+                f"an entry with id {entry_id} is already in this store; ids must be unique"
             )
-        self._population[entry.id] = entry
+        population[entry_id] = entry
         self._index(entry)
-        self.books.post("stake", entry.energy)
-        self.dirty.add(entry.id)
+        if energy:  # what ``books.post("stake", energy)`` does, its checks made above
+            totals = self.books.totals
+            totals["stake"] = totals.get("stake", 0.0) + energy
+        self.dirty.add(entry_id)
         return entry
 
     def _index(self, entry: MemoryEntry) -> None:
@@ -250,20 +254,26 @@ class MemoryStore:
         protected = set(protect)
         charged = 0.0
         dead: list[str] = []
-        for entry in self._population.values():
-            factor = 1.0 if scale is None else scale.get(entry.id, 1.0)
-            if not math.isfinite(factor):
-                factor = 1.0
-            factor = min(1.0, max(MIN_UPKEEP_SCALE, factor))
+        upkeep = self.upkeep
+        population = self._population
+        for entry in population.values():
+            if scale is None:
+                cost = upkeep
+            else:
+                factor = scale.get(entry.id, 1.0)
+                if not math.isfinite(factor):
+                    factor = 1.0
+                cost = upkeep * min(1.0, max(MIN_UPKEEP_SCALE, factor))
             before = entry.energy
-            after = before - self.upkeep * factor
+            after = before - cost
             if entry.pinned:
-                after = max(after, 0.0)
+                if after < 0.0:
+                    after = 0.0
+            elif after <= ALIVE_EPSILON and entry.id not in protected:
+                dead.append(entry.id)
             entry.energy = after
             charged += before - after
-            self.dirty.add(entry.id)
-            if not entry.pinned and not entry.alive and entry.id not in protected:
-                dead.append(entry.id)
+        self.dirty.update(population)
         self.books.post("upkeep", -charged)
         self.last_upkeep_charged = round(charged, 6)
         buried = [self._graveyard_entry(i) for i in dead]
@@ -317,7 +327,7 @@ class MemoryStore:
         return round(entry.energy / (self.upkeep * factor), 1)
 
     def total_energy(self) -> float:
-        return math.fsum(e.energy for e in self._population.values())
+        return math.fsum([e.energy for e in self._population.values()])
 
     def energy_share_by_kind(self) -> dict[str, float]:
         total = self.total_energy()

@@ -584,7 +584,7 @@ class PostgresBackend(SqliteBackend):
     def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
         try:
             self._begin(ledger, "write the store", write=True)
-            if changes.relaxed:  # a decide moves no energy: no need to wait for the WAL flush
+            if changes.relaxed:  # a decide or a tick: no need to wait for the WAL flush
                 self.pg.execute("SET LOCAL synchronous_commit = off")
             self._sync(ledger)
             self.txn_version = self._current_version() + 1
