@@ -1,8 +1,9 @@
-"""The optional compiled join (everything else is in pyproject.toml).
+"""The optional compiled helpers (everything else is in pyproject.toml).
 
 ``darwin_memo._cjoin`` runs the published merge rule's first consolidation of a large
-store in C. It is optional: where no C compiler is found the install goes on without
-it and ``darwin_memo.consolidate`` runs the same join in Python (same groups).
+store in C; ``darwin_memo._cgrams`` counts ``HashingEmbedder``'s n-grams in C. Both are
+optional: where no C compiler is found the install goes on without them and the same
+results come from Python (``darwin_memo.native``).
 """
 
 import sys
@@ -19,6 +20,12 @@ setup(
             ["src/darwin_memo/_cjoin.c"],
             optional=True,
             extra_compile_args=FLAGS,
-        )
+        ),
+        Extension(
+            "darwin_memo._cgrams",
+            ["src/darwin_memo/_cgrams.c"],
+            optional=True,
+            extra_compile_args=FLAGS,
+        ),
     ]
 )

@@ -17,12 +17,11 @@ import contextlib
 import itertools
 import math
 import operator
-import os
 from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Generator, Iterator
 
-from . import collector
+from . import collector, native
 from .records import record
 from .types import EntryKind, MemoryEntry
 
@@ -599,7 +598,7 @@ def _ranked(tokens: list[frozenset[str]]) -> tuple[list[list[int]], list[int]]:
 
 #: Set ``DARWIN_MEMO_PURE_PYTHON=1`` to run the join in Python even where the
 #: compiled one is installed (the two give the same groups; tests compare them).
-PURE_PYTHON_ENV = "DARWIN_MEMO_PURE_PYTHON"
+PURE_PYTHON_ENV = native.PURE_PYTHON_ENV
 
 
 def _native_stream(
@@ -613,15 +612,12 @@ def _native_stream(
     members of the first groups while it looks for the next. Closing the generator
     early stops the join; an error in the join is raised here.
     """
-    if not threshold > 0 or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+    if not threshold > 0 or len(tokens) >= COMPILED_JOIN_MAX:
         return None
-    if len(tokens) >= COMPILED_JOIN_MAX:
+    cjoin = native.compiled("_cjoin")
+    if cjoin is None:
         return None
-    try:
-        from . import _cjoin
-    except ImportError:
-        return None
-    return _streamed(_cjoin.greedy_groups, tokens, threshold)
+    return _streamed(cjoin.greedy_groups, tokens, threshold)
 
 
 class _Stopped(Exception):

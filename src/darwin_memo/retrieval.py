@@ -29,8 +29,9 @@ import re
 import unicodedata
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import repeat
 
-from . import collector
+from . import collector, native
 from .index import top_candidates
 from .types import MemoryEntry
 
@@ -375,12 +376,25 @@ class HashingEmbedder:
         self.ngram_range = (lo, hi)
 
     def __call__(self, text: str) -> list[float]:
-        from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
-
         joined = " ".join(tokenize(text))
         dims = self.dims
-        vec = [0.0] * dims
         lo, hi = self.ngram_range
+        unit_vector = _unit_vector()
+        if unit_vector is not None:
+            try:
+                vec = unit_vector(joined.encode("utf-8"), lo, hi, dims)
+            except UnicodeEncodeError:  # a lone surrogate: the loop below decides
+                vec = None
+            if vec is not None:
+                return vec
+        return _unit(self._grams(joined, dims, lo, hi))
+
+    @staticmethod
+    def _grams(joined: str, dims: int, lo: int, hi: int) -> list[float]:
+        """The n-gram sums in Python (``darwin_memo._cgrams`` makes the same vector in C)."""
+        from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
+
+        vec = [0.0] * dims
         # n-grams over characters (not bytes), so every script hashes the same way. An
         # ASCII text's characters are its bytes: its grams are sliced from the bytes,
         # without encoding each one (most lessons are ASCII).
@@ -395,10 +409,27 @@ class HashingEmbedder:
                 for i in range(len(joined) - n + 1):
                     h = crc32(joined[i : i + n].encode("utf-8"))
                     vec[h % dims] += -1.0 if h & 0x80000000 else 1.0
-        norm = math.sqrt(sum(map(operator.mul, vec, vec)))
-        if norm > 0:
-            vec = [v / norm for v in vec]
         return vec
+
+
+def _unit(vec: list[float]) -> list[float]:
+    norm = math.sqrt(sum(map(operator.mul, vec, vec)))
+    return list(map(operator.truediv, vec, repeat(norm))) if norm > 0 else vec
+
+
+_COMPILED: list[Any] = []
+
+
+def _unit_vector() -> Callable[[bytes, int, int, int], list[float] | None] | None:
+    """``darwin_memo._cgrams.unit_vector``, or None (not built, or not wanted).
+
+    Looked up once per process: ``DARWIN_MEMO_PURE_PYTHON`` is read when the first
+    text is embedded.
+    """
+    if not _COMPILED:
+        module = native.compiled("_cgrams")
+        _COMPILED.append(None if module is None else module.unit_vector)
+    return _COMPILED[0]  # type: ignore[no-any-return]
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
