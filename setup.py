@@ -1,7 +1,7 @@
 """The optional compiled helpers (everything else is in pyproject.toml).
 
 ``darwin_memo._cjoin`` runs the published merge rule's first consolidation of a large
-store in C; ``darwin_memo._cgrams`` counts ``HashingEmbedder``'s n-grams in C. Both are
+store in C; ``darwin_memo._ctext`` counts ``HashingEmbedder``'s n-grams in C. Both are
 optional: where no C compiler is found the install goes on without them and the same
 results come from Python (``darwin_memo.native``).
 """
@@ -22,8 +22,8 @@ setup(
             extra_compile_args=FLAGS,
         ),
         Extension(
-            "darwin_memo._cgrams",
-            ["src/darwin_memo/_cgrams.c"],
+            "darwin_memo._ctext",
+            ["src/darwin_memo/_ctext.c"],
             optional=True,
             extra_compile_args=FLAGS,
         ),

@@ -129,16 +129,28 @@ def _stem(token: str) -> str:
     return token
 
 
+def _ascii_tokens(lowered: str) -> list[str]:
+    """``tokenize`` of a lowercased ASCII text (``darwin_memo._ctext`` makes the same in C).
+
+    Every run is one token (the common case, in one comprehension: ``_stem`` inline).
+    """
+    return [
+        t[:-1] if len(t) > 3 and t[-1] == "s" and t[-2] != "s" else t
+        for t in _RUN.findall(lowered)
+        if t and t not in STOPWORDS
+    ]
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased content tokens of ``text``, stopwords dropped, plurals lightly stemmed."""
     lowered = text.lower()
     if lowered.isascii():
-        # Every run is one token (the common case, in one comprehension: ``_stem`` inline).
-        return [
-            t[:-1] if len(t) > 3 and t[-1] == "s" and t[-2] != "s" else t
-            for t in _RUN.findall(lowered)
-            if t and t not in STOPWORDS
-        ]
+        compiled = _COMPILED.get("ascii_tokens", _UNSET)
+        if compiled is _UNSET:
+            compiled = _compiled("ascii_tokens")
+        if compiled is not None:
+            return compiled(lowered, STOPWORDS)  # type: ignore[no-any-return]
+        return _ascii_tokens(lowered)
     lowered = unicodedata.normalize("NFKC", lowered).lower()
     out: list[str] = []
     for run in _RUN.findall(lowered):
@@ -391,7 +403,7 @@ class HashingEmbedder:
 
     @staticmethod
     def _grams(joined: str, dims: int, lo: int, hi: int) -> list[float]:
-        """The n-gram sums in Python (``darwin_memo._cgrams`` makes the same vector in C)."""
+        """The n-gram sums in Python (``darwin_memo._ctext`` makes the same vector in C)."""
         from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
 
         vec = [0.0] * dims
@@ -417,19 +429,24 @@ def _unit(vec: list[float]) -> list[float]:
     return list(map(operator.truediv, vec, repeat(norm))) if norm > 0 else vec
 
 
-_COMPILED: list[Any] = []
+#: The functions of ``darwin_memo._ctext`` looked up so far (None: not built or not
+#: wanted). Looked up once per process: ``DARWIN_MEMO_PURE_PYTHON`` is read when the
+#: first text is tokenized or embedded.
+_COMPILED: dict[str, Any] = {}
+_UNSET = object()
+
+
+def _compiled(name: str) -> Any:
+    """``darwin_memo._ctext.<name>``, or None (not built, or not wanted)."""
+    if name not in _COMPILED:
+        module = native.compiled("_ctext")
+        _COMPILED[name] = None if module is None else getattr(module, name)
+    return _COMPILED[name]
 
 
 def _unit_vector() -> Callable[[bytes, int, int, int], list[float] | None] | None:
-    """``darwin_memo._cgrams.unit_vector``, or None (not built, or not wanted).
-
-    Looked up once per process: ``DARWIN_MEMO_PURE_PYTHON`` is read when the first
-    text is embedded.
-    """
-    if not _COMPILED:
-        module = native.compiled("_cgrams")
-        _COMPILED.append(None if module is None else module.unit_vector)
-    return _COMPILED[0]  # type: ignore[no-any-return]
+    """``darwin_memo._ctext.unit_vector``, or None (not built, or not wanted)."""
+    return _compiled("unit_vector")  # type: ignore[no-any-return]
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

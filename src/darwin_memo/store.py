@@ -24,7 +24,7 @@ from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
 from .retrieval import LexicalRetriever, tokenize
 from .temporal import recency_weight
-from .types import ALIVE_EPSILON, EntryKind, MemoryEntry
+from .types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -433,7 +433,7 @@ class MemoryStore:
                 raise StoreFormatError(f"{where!r} must be a list of entry objects")
             for index, raw in enumerate(records):
                 try:
-                    entry = MemoryEntry.from_dict(raw)
+                    entry = read_entry(raw)
                     if entry.id in seen:
                         raise StoreFormatError(
                             f"entry {entry.id!r}: the id appears more than once in the store"

@@ -297,6 +297,53 @@ def _plain_entry(cls: type[MemoryEntry], d: dict[str, Any]) -> MemoryEntry | Non
     )
 
 
+#: A plain entry as ``to_dict`` writes it: its keys in order, and their JSON types.
+_WRITTEN_KEYS = (
+    "question",
+    "answer",
+    "kind",
+    "sources",
+    "energy",
+    "born_cycle",
+    "recorded_ts",
+    "last_used_cycle",
+    "uses",
+    "lineage",
+    "id",
+)
+_WRITTEN_TYPES = tuple(_PLAIN_TYPES[k] for k in _WRITTEN_KEYS)
+
+
+def read_entry(d: Any) -> MemoryEntry:
+    """``MemoryEntry.from_dict`` for a dict decoded from a store, which the entry may keep.
+
+    An entry written as ``to_dict`` writes a plain one (most of a store) is checked
+    with two tuple comparisons and keeps the decoded lists instead of copying them;
+    anything else goes through ``from_dict``.
+    """
+    if (
+        type(d) is dict
+        and tuple(map(type, d.values())) == _WRITTEN_TYPES
+        and tuple(d) == _WRITTEN_KEYS
+    ):
+        question, answer, kind, sources, energy, born, stamp, last, uses, lineage, ident = (
+            d.values()
+        )
+        kind = _KINDS.get(kind)
+        if (
+            kind is not None
+            and ident
+            and math.isfinite(energy)
+            and (not sources or set(map(type, sources)) <= _STR)
+            and (not lineage or set(map(type, lineage)) <= _STR)
+        ):
+            return MemoryEntry(
+                question, answer, kind, sources, energy, born, stamp, last, uses, lineage,
+                False, 0, 0, None, None, ident,
+            )  # fmt: skip
+    return MemoryEntry.from_dict(d)
+
+
 @record(frozen=True)
 class Outcome:
     """A measured change in a conserved resource. Never a grade."""

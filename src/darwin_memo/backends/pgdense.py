@@ -41,7 +41,7 @@ from ..errors import StoreFormatError
 from ..jsonfile import loads
 from ..retrieval import EmbeddingRetriever, HashingEmbedder, _cosine
 from ..temporal import recency_weight
-from ..types import EntryKind, MemoryEntry
+from ..types import EntryKind, MemoryEntry, read_entry
 from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class PgStore(SqlStore):
                     dead.append(int(rowid))
                 continue
             try:
-                text = MemoryEntry.from_dict(loads(data)).text
+                text = read_entry(loads(data)).text
             except (TypeError, ValueError, StoreFormatError):
                 continue  # an unreadable row: the exact scan cannot score it either
             digest = _text_hash(text)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..jsonfile import loads
 from ..migrations import apply_migrations
-from ..types import MemoryEntry
+from ..types import MemoryEntry, read_entry
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 
 TYPE_CHECKING = False
@@ -163,7 +163,7 @@ class SqliteBackend:
 
     def _entry(self, data: str, where: str) -> MemoryEntry:
         try:
-            return MemoryEntry.from_dict(loads(data))
+            return read_entry(loads(data))
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(f"{self.path}: unreadable {where} row: {exc}") from None
 

@@ -38,7 +38,7 @@ from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
-from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry
+from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -713,7 +713,7 @@ def backfill_v2(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT rowid, alive, energy, data FROM entries").fetchall()
     alive_count = 0
     for rowid, alive, energy, data in rows:
-        entry = MemoryEntry.from_dict(loads(data))
+        entry = read_entry(loads(data))
         toks = entry_tokens(entry)
         conn.execute(
             "UPDATE entries SET anchor=?, pinned=?, death_tick=?, toks=? WHERE rowid=?",
@@ -791,7 +791,7 @@ class SqlStore(MemoryStore):
     def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
         _rowid, entry_id, alive, energy, anchor, pinned, data = row
         try:
-            entry = MemoryEntry.from_dict(loads(data))
+            entry = read_entry(loads(data))
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(
                 f"{self.backend.path}: unreadable entry {entry_id}: {exc}"

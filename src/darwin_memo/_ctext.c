@@ -1,5 +1,12 @@
 /*
- * darwin_memo._cgrams: HashingEmbedder's vectors, compiled (optional).
+ * darwin_memo._ctext: the tokens of an ASCII text and HashingEmbedder's vectors,
+ * compiled (optional; darwin_memo.retrieval computes the same in Python).
+ *
+ * ascii_tokens(lowered: str, stopwords: frozenset[str] | set[str]) -> list[str]
+ *
+ * ``lowered`` is lowercased ASCII. Its tokens are its maximal runs of [a-z0-9.*];
+ * runs in ``stopwords`` are dropped, and a run longer than 3 that ends in "s" but
+ * not in "ss" loses that "s": what tokenize()'s ASCII comprehension makes.
  *
  * unit_vector(text: bytes, lo: int, hi: int, dims: int) -> list[float] | None
  *
@@ -109,7 +116,73 @@ done:
     return out;
 }
 
+static const unsigned char *token_chars =
+    (const unsigned char *)"abcdefghijklmnopqrstuvwxyz0123456789.*";
+static unsigned char in_token[256];
+
+static PyObject *
+ascii_tokens(PyObject *self, PyObject *args)
+{
+    PyObject *text, *stopwords;
+    if (!PyArg_ParseTuple(args, "UO:ascii_tokens", &text, &stopwords))
+        return NULL;
+    if (!PyAnySet_Check(stopwords)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_tokens takes the stopwords as a set");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "ascii_tokens takes an ASCII text");
+        return NULL;
+    }
+    const char *buf = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t i = 0;
+    while (i < len) {
+        while (i < len && !in_token[(unsigned char)buf[i]])
+            i++;
+        Py_ssize_t start = i;
+        while (i < len && in_token[(unsigned char)buf[i]])
+            i++;
+        Py_ssize_t n = i - start;
+        if (n == 0)
+            break;
+        PyObject *token = PyUnicode_FromStringAndSize(buf + start, n);
+        if (token == NULL)
+            goto fail;
+        int stop = PySet_Contains(stopwords, token);
+        if (stop < 0) {
+            Py_DECREF(token);
+            goto fail;
+        }
+        if (stop) {
+            Py_DECREF(token);
+            continue;
+        }
+        if (n > 3 && buf[start + n - 1] == 's' && buf[start + n - 2] != 's') {
+            Py_DECREF(token);
+            token = PyUnicode_FromStringAndSize(buf + start, n - 1);
+            if (token == NULL)
+                goto fail;
+        }
+        int failed = PyList_Append(out, token);
+        Py_DECREF(token);
+        if (failed)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"ascii_tokens", ascii_tokens, METH_VARARGS,
+     "ascii_tokens(lowered, stopwords) -> list[str]\n\n"
+     "The tokens of a lowercased ASCII text: its runs of [a-z0-9.*] not in stopwords,\n"
+     "a final 's' dropped from those longer than 3 that do not end in 'ss'."},
     {"unit_vector", unit_vector, METH_VARARGS,
      "unit_vector(text, lo, hi, dims) -> list[float] | None\n\n"
      "HashingEmbedder's vector of a UTF-8 text (its tokens joined by spaces): signed\n"
@@ -120,15 +193,17 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_cgrams",
-    .m_doc = "HashingEmbedder's vectors, compiled (see darwin_memo.retrieval).",
+    .m_name = "_ctext",
+    .m_doc = "Tokens and HashingEmbedder's vectors, compiled (see darwin_memo.retrieval).",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__cgrams(void)
+PyInit__ctext(void)
 {
     crc_init();
+    for (const unsigned char *c = token_chars; *c; c++)
+        in_token[*c] = 1;
     return PyModule_Create(&module);
 }

@@ -1,9 +1,9 @@
-"""The compiled n-gram hasher (``darwin_memo._cgrams``) makes HashingEmbedder's vectors.
+"""The compiled text helpers (``darwin_memo._ctext``): tokens and HashingEmbedder's vectors.
 
-It is optional: where no C compiler was found at install time the vectors come from
-the Python loop. These tests compare the two bit for bit; they skip where it is not
-built, unless ``DARWIN_MEMO_REQUIRE_EXTENSION=1`` (as ``.ci/run`` sets) makes that a
-failure.
+They are optional: where no C compiler was found at install time the tokens and the
+vectors come from Python. These tests compare the two (tokens exactly, vectors bit for
+bit); they skip where it is not built, unless ``DARWIN_MEMO_REQUIRE_EXTENSION=1`` (as
+``.ci/run`` sets) makes that a failure.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darwin_memo import HashingEmbedder
-from darwin_memo.retrieval import _unit, tokenize
+from darwin_memo.retrieval import STOPWORDS, _ascii_tokens, _unit, tokenize
 
 
 def _compiled() -> ModuleType:
     try:
-        return importlib.import_module("darwin_memo._cgrams")
+        return importlib.import_module("darwin_memo._ctext")
     except ImportError:
         if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
             raise
-        pytest.skip("darwin_memo._cgrams is not built (no C compiler at install time)")
+        pytest.skip("darwin_memo._ctext is not built (no C compiler at install time)")
 
 
 def _python_vector(embedder: HashingEmbedder, text: str) -> list[float]:
@@ -39,6 +39,42 @@ def _python_vector(embedder: HashingEmbedder, text: str) -> list[float]:
 
 def _bits(vec: list[float]) -> list[str]:
     return [v.hex() for v in vec]
+
+
+_WORDS = [*sorted(STOPWORDS)[:40], "pass", "bus", "this", "classes", "tests", "ss", "sss"]
+_ASCII = st.lists(
+    st.one_of(
+        st.sampled_from(_WORDS),
+        st.text(alphabet=st.sampled_from(list("abcsxyzABCS019.*_-/:?! \t\n\x00\x7f")), max_size=12),
+    ),
+    max_size=40,
+).map(" ".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ASCII)
+def test_ascii_tokens_equal_the_python_comprehension(text: str) -> None:
+    ctext = _compiled()
+    lowered = text.lower()
+    assert ctext.ascii_tokens(lowered, STOPWORDS) == _ascii_tokens(lowered)
+    assert tokenize(text) == _ascii_tokens(lowered)  # tokenize uses it
+
+
+def test_ascii_tokens_of_lessons() -> None:
+    ctext = _compiled()
+    text = (
+        "how do i fix tests failing in eu-west-1? pass the classes to the bus; "
+        "a.b.c *glob* v0.36.2 this is it's ss sss abcs"
+    )
+    expect = _ascii_tokens(text)
+    assert ctext.ascii_tokens(text, STOPWORDS) == expect
+    assert "classe" in expect and "pass" in expect and "bus" in expect and "the" not in expect
+    assert ctext.ascii_tokens("", STOPWORDS) == []
+    with pytest.raises(ValueError, match="ASCII"):
+        ctext.ascii_tokens("café", STOPWORDS)
+    assert ctext.ascii_tokens(text, set(STOPWORDS)) == expect
+    with pytest.raises(TypeError, match="set"):
+        ctext.ascii_tokens("text", list(STOPWORDS))
 
 
 # Letters from several scripts (1- to 4-byte UTF-8), digits, punctuation and spaces.
@@ -106,9 +142,10 @@ def test_the_pure_python_switch_keeps_the_python_loop() -> None:
     _compiled()
     code = (
         "import darwin_memo.retrieval as r, sys; r.HashingEmbedder()('warm up');"
-        "print(r._unit_vector() is None, 'darwin_memo._cgrams' in sys.modules)"
+        "print(r._unit_vector() is None, r._compiled('ascii_tokens') is None,"
+        " 'darwin_memo._ctext' in sys.modules)"
     )
-    for value, expect in (("1", "True False"), ("0", "False True")):
+    for value, expect in (("1", "True True False"), ("0", "False False True")):
         env = {**os.environ, "DARWIN_MEMO_PURE_PYTHON": value}
         out = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
