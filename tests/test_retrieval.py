@@ -199,6 +199,28 @@ def test_cached_vectors_cost_a_double_per_component() -> None:
     assert restored.similarity(entries[0], entries[1]) == r.similarity(entries[0], entries[1])
 
 
+def test_listed_entries_share_one_string_per_token() -> None:
+    """The token sets the index keeps hold one string object per distinct token (at a
+    million entries, each holding its own copies cost about a gigabyte), and a search
+    made after an entry's text changed sees its new tokens."""
+    store = MemoryStore()
+    entries = [
+        MemoryEntry(f"how do I restart the worker {i}?", f"drain the queue {i % 7} first")
+        for i in range(50)
+    ]
+    for e in entries:
+        store.add(e)
+    assert store.retrieve("restart worker 3", 1)  # lists every entry
+    retriever = store.retriever
+    sets = [retriever.tokens(e) for e in entries]  # type: ignore[attr-defined]
+    for word in ("restart", "worker", "drain", "queue"):
+        held = {id(t) for toks in sets for t in toks if t == word}
+        assert len(held) == 1, f"{word!r} is held as {len(held)} strings"
+    entries[0].answer = "rebuild the cache instead"
+    assert "cache" in retriever.tokens(entries[0])  # type: ignore[attr-defined]
+    assert "drain" not in retriever.tokens(entries[0])  # type: ignore[attr-defined]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_tokenize_ascii_fast_path_equals_the_recipe(text: str) -> None:

@@ -22,6 +22,11 @@ ours is then copied to SQLite with ``darwin_memo.transfer.copy_store`` (what
   alone over the same queries (ranking without the ticket's transaction), each
   adversarial query (max), settle of the tickets, and ticks 1..4 (no
   consolidation), in one process;
+* in memory (ours only; the published package has no other mode): the JSON file's
+  ``Ledger.load``, then settles and ticks 1..4 as above, none of them durable
+  until a ``Ledger.save``. The table compares settling in memory with the published
+  package's settle, and settling durably (ours: one fsynced SQLite commit) with the
+  published settle plus the ``Ledger.save`` that keeps it;
 * the consolidating tick (tick 5) on the store left at tick 4, in its own
   process, killed after ``--consolidation-cap`` seconds (reported as ``> cap``;
   a package that timed out at a smaller size is not run again at larger ones);

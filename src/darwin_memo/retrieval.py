@@ -30,6 +30,7 @@ import unicodedata
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import repeat
+from sys import intern
 
 from . import collector, native
 from .index import top_candidates
@@ -183,7 +184,10 @@ class LexicalRetriever:
         if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
             raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage!r}")
         self.min_coverage = min_coverage
-        self._tokens: dict[str, tuple[str, frozenset[str]]] = {}
+        # Each entry's token set, with the question and answer it was made from (to
+        # notice an edit). The tokens are interned: a million entries share one string
+        # per distinct token instead of holding their own copies (about 1 KB each).
+        self._tokens: dict[str, tuple[str, str, frozenset[str]]] = {}
         # The inverted index over the entries a store asked us to index: postings are
         # compact arrays of ordinals (appended in order; removals are tombstoned and
         # compacted lazily), so a million entries cost tens of MB, not gigabytes.
@@ -268,7 +272,7 @@ class LexicalRetriever:
             return
         self._ids[ordinal] = None
         cached = self._tokens.get(entry_id)
-        for t in cached[1] if cached else ():
+        for t in cached[2] if cached else ():
             self._df[t] -= 1
             dead = self._dead_in.get(t, 0) + 1
             plist = self._postings[t]
@@ -301,7 +305,7 @@ class LexicalRetriever:
             out = []
             for o in keys:
                 entry_id = ids[o]
-                if entry_id is not None and t in tokens[entry_id][1]:
+                if entry_id is not None and t in tokens[entry_id][2]:
                     out.append(o)
             return out
 
@@ -319,18 +323,18 @@ class LexicalRetriever:
 
     def tokens(self, entry: MemoryEntry) -> frozenset[str]:
         """The entry's token set, cached by id (and refreshed if its text changed)."""
-        text = entry.text
+        question, answer = entry.question, entry.answer
         cached = self._tokens.get(entry.id)
-        if cached is not None and cached[0] == text:
-            return cached[1]
-        toks = frozenset(tokenize(text))
-        self._tokens[entry.id] = (text, toks)
+        if cached is not None and cached[0] == question and cached[1] == answer:
+            return cached[2]
+        toks = frozenset(map(intern, tokenize(entry.text)))
+        self._tokens[entry.id] = (question, answer, toks)
         return toks
 
     def remember_tokens(self, entry: MemoryEntry, tokens: Iterable[str]) -> None:
         """Cache ``entry``'s token set as a store indexed it (``tokenize`` of its text),
         so that ``tokens`` and ``similarity`` need not tokenize it again."""
-        self._tokens[entry.id] = (entry.text, frozenset(tokens))
+        self._tokens[entry.id] = (entry.question, entry.answer, frozenset(tokens))
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         qtokens = list(dict.fromkeys(tokenize(query)))
