@@ -369,30 +369,25 @@ class Ledger:
         with self._lock:
             changes = Changes(relaxed=relaxed)
             self._changes = changes
-            with self._run(changes):
-                yield changes
-
-    @contextlib.contextmanager
-    def _run(self, changes: Changes) -> Iterator[None]:
-        try:
-            if self.backend is not None:
-                with self.backend.transaction(self, changes):
-                    self.store.dirty.clear()
-                    yield
-                    changes.touched |= self.store.dirty
-                # Committed: tickets opened or closed before the open tickets were read
-                # are in the store now, and the store is the truth (another process may
-                # settle them next).
-                self._pending_deferred.clear()
-                self._pending_closed.clear()
-            else:
-                self._begin_journal(changes)
-                yield
-                if self.event_log is not None and changes.events:
-                    self.event_log.append(changes.events)
-        finally:
-            self._changes = None
-            self.store.dirty.clear()
+            try:
+                if self.backend is not None:
+                    with self.backend.transaction(self, changes):
+                        self.store.dirty.clear()
+                        yield changes
+                        changes.touched |= self.store.dirty
+                    # Committed: tickets opened or closed before the open tickets were
+                    # read are in the store now, and the store is the truth (another
+                    # process may settle them next).
+                    self._pending_deferred.clear()
+                    self._pending_closed.clear()
+                else:
+                    self._begin_journal(changes)
+                    yield changes
+                    if self.event_log is not None and changes.events:
+                        self.event_log.append(changes.events)
+            finally:
+                self._changes = None
+                self.store.dirty.clear()
 
     def refresh(self) -> None:
         """See what other processes wrote to a durable store (reads do this themselves)."""
