@@ -19,6 +19,7 @@ from darwin_memo.errors import StoreFormatError
 from darwin_memo.jsonfile import dumps_indented, write_json_atomic
 from darwin_memo.ledger import Ledger
 from darwin_memo.records import field_names
+from darwin_memo.types import read_entry
 
 leaves = (
     st.none()
@@ -219,9 +220,15 @@ def same_reading(raw: dict[str, Any]) -> None:
         quick: MemoryEntry | str = MemoryEntry.from_dict(dict(raw))
     except StoreFormatError as exc:
         quick = str(exc)
+    try:  # what a store reads its decoded entries with (a dict it owns)
+        kept: MemoryEntry | str = read_entry(json.loads(json.dumps(raw)))
+    except StoreFormatError as exc:
+        kept = str(exc)
     assert quick == careful
-    if isinstance(quick, MemoryEntry) and isinstance(careful, MemoryEntry):
-        assert quick.extra == careful.extra
-        assert quick.to_dict() == careful.to_dict()
-        assert type(quick.energy) is float
-        assert [type(x) for x in quick.sources] == [type(x) for x in careful.sources]
+    assert kept == careful
+    for read in (quick, kept):
+        if isinstance(read, MemoryEntry) and isinstance(careful, MemoryEntry):
+            assert read.extra == careful.extra
+            assert read.to_dict() == careful.to_dict()
+            assert type(read.energy) is float
+            assert [type(x) for x in read.sources] == [type(x) for x in careful.sources]

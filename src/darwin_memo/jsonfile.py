@@ -194,7 +194,7 @@ def read_json(path: str | Path) -> Any:
         raise StoreFormatError(f"{p} is a directory, not a store file") from None
     except PermissionError:
         raise StoreFormatError(f"{p}: permission denied reading the store") from None
-    if not raw.strip():
+    if not raw or raw.isspace():  # (not a strip: that copies the whole file)
         raise StoreFormatError(f"{p} is not a valid darwin-memo store: the file is empty")
     try:
         text = raw.decode("utf-8")

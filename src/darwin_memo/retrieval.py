@@ -260,6 +260,13 @@ class LexicalRetriever:
 
     def index_many(self, entries: Iterable[MemoryEntry]) -> None:
         """``index`` each entry in turn."""
+        if not self._ordinal and not self._pending and type(self).index is LexicalRetriever.index:
+            # Into an empty index (a store being read): queued in one comprehension.
+            entries = list(entries)
+            self._pending = {entry.id: entry for entry in entries}
+            if len(self._pending) == len(entries):
+                return
+            self._pending = {}  # an id given twice: in turn, as ``index`` orders them
         index = self.index
         for entry in entries:
             index(entry)

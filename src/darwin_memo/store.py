@@ -427,6 +427,7 @@ class MemoryStore:
         }
         seen: set[str] = set()
         living: list[MemoryEntry] = []
+        opening = 0.0
         for where in ("entries", "graveyard"):
             records = payload.get(where, [])
             if not isinstance(records, list):
@@ -449,9 +450,11 @@ class MemoryStore:
                 if where == "entries":
                     store._population[entry.id] = entry
                     living.append(entry)
-                    store.books.post("opening", entry.energy)
+                    # Summed in the order read: what posting each in turn would total.
+                    opening += entry.energy  # finite: read_entry checked it
                 else:
                     store._graveyard[entry.id] = entry
+        store.books.post("opening", opening)
         store._index_many(living)  # in the order read, as one by one
         state = payload.get("retriever")
         if isinstance(state, dict) and state:
@@ -473,6 +476,10 @@ class MemoryStore:
         with collector.paused():  # a few small containers per entry, and its index
             payload = jsonfile.read_json(path)
             try:
-                return cls.from_payload(payload, retriever, strict=strict)
+                store = cls.from_payload(payload, retriever, strict=strict)
             except StoreFormatError as exc:
                 raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None
+            # The decoded document goes before the collector is back: its next
+            # collection then walks the store alone.
+            del payload
+        return store
