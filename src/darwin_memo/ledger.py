@@ -350,10 +350,13 @@ class Ledger:
             return ticket
         ticket = self._pending.pop(ticket_id, None)
         if ticket is not None:
-            self._escrow.subtract(set(ticket.provenance))
-            for i in set(ticket.provenance):
-                if self._escrow[i] <= 0:
-                    del self._escrow[i]
+            escrow = self._escrow
+            for i in set(ticket.provenance):  # what Counter.subtract, then dropping <= 0, does
+                left = escrow[i] - 1
+                if left > 0:
+                    escrow[i] = left
+                else:
+                    escrow.pop(i, None)
         return ticket
 
     def escrowed(self) -> set[str]:
@@ -418,14 +421,12 @@ class Ledger:
         }
 
     def _emit(self, changes: Changes, event: str, **payload: Any) -> None:
-        record: dict[str, Any] = {"event": event, "tick": self.tick_count, "ts": utc_now_iso()}
-        record.update(payload)
-        changes.events.append(record)
+        changes.events.append(
+            {"event": event, "tick": self.tick_count, "ts": utc_now_iso(), **payload}
+        )
 
     def _note(self, changes: Changes, entry_id: str, text: str, event: str, **extra: Any) -> None:
-        note: dict[str, Any] = {"tick": self.tick_count, "ts": utc_now_iso(), "text": text}
-        note["event"] = event
-        note.update(extra)
+        note = {"tick": self.tick_count, "ts": utc_now_iso(), "text": text, "event": event, **extra}
         if self.backend is None or self.backend.history_in_memory:
             notes = self._history.setdefault(entry_id, [])
             notes.append(note)

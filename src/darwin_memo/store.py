@@ -224,8 +224,15 @@ class MemoryStore:
             raise ValueError(f"credit amount must be finite, got {amount!r}")
         before = entry.energy
         after = min(self.max_energy, before + amount)
-        self.books.post("credit" if amount > 0 else "debit", amount)
-        self.books.post("cap", (after - before) - amount)
+        # What books.post("credit" or "debit", amount) and post("cap", clipped) do
+        # (the amounts are finite, checked above).
+        totals = self.books.totals
+        if amount:
+            reason = "credit" if amount > 0 else "debit"
+            totals[reason] = totals.get(reason, 0.0) + amount
+        clipped = (after - before) - amount
+        if clipped:
+            totals["cap"] = totals.get("cap", 0.0) + clipped
         entry.energy = after
         entry.uses += 1
         entry.last_used_cycle = cycle
