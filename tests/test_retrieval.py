@@ -200,9 +200,9 @@ def test_cached_vectors_cost_a_double_per_component() -> None:
 
 
 def test_listed_entries_share_one_string_per_token() -> None:
-    """The token sets the index keeps hold one string object per distinct token (at a
-    million entries, each holding its own copies cost about a gigabyte), and a search
-    made after an entry's text changed sees its new tokens."""
+    """The token sets the index makes hold one string object per distinct token (at a
+    million entries, each holding its own copies cost about a gigabyte), and asked
+    after an entry's text changed it sees its new tokens."""
     store = MemoryStore()
     entries = [
         MemoryEntry(f"how do I restart the worker {i}?", f"drain the queue {i % 7} first")
@@ -219,6 +219,30 @@ def test_listed_entries_share_one_string_per_token() -> None:
     entries[0].answer = "rebuild the cache instead"
     assert "cache" in retriever.tokens(entries[0])  # type: ignore[attr-defined]
     assert "drain" not in retriever.tokens(entries[0])  # type: ignore[attr-defined]
+
+
+def test_a_store_read_at_once_keeps_no_token_sets_until_asked() -> None:
+    """Listing a store read at once keeps each entry's question and answer, not its token
+    set (a million sets cost gigabytes); a search that must look inside a candidate
+    makes its set then, and an entry buried before any set was made leaves every list."""
+    store = MemoryStore()
+    entries = [
+        MemoryEntry(f"how do I restart worker w{i}?", f"drain queue {i % 5} then restart")
+        for i in range(40)
+    ]
+    for e in entries:
+        store.add(e)
+    retriever = store.retriever
+    retriever._list_pending()  # type: ignore[attr-defined]
+    cache = retriever._tokens  # type: ignore[attr-defined]
+    assert all(cache[e.id][2] is None for e in entries)
+    store.bury(entries[3].id)  # its lists are left from its listed text
+    df = retriever._df  # type: ignore[attr-defined]
+    assert "w3" not in df and df["worker"] == 39 and df["restart"] == 39 and df["3"] == 7
+    found = store.retrieve("restart worker w7", 3)
+    assert found and found[0][0].id == entries[7].id
+    assert cache[entries[7].id][2] is not None  # made for the search, and kept
+    assert entries[3].id not in {e.id for e, _ in store.retrieve("restart worker w3", 50)}
 
 
 @settings(max_examples=400, deadline=None)

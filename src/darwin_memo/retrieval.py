@@ -172,6 +172,11 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _listed_tokens(cached: tuple[str, str, frozenset[str] | None]) -> list[str]:
+    """The tokens of the question and answer an index entry was listed with."""
+    return tokenize(cached[0] + " " + cached[1])
+
+
 class LexicalRetriever:
     """Smoothed-IDF token overlap with a coverage floor (the default retriever).
 
@@ -184,10 +189,11 @@ class LexicalRetriever:
         if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
             raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage!r}")
         self.min_coverage = min_coverage
-        # Each entry's token set, with the question and answer it was made from (to
-        # notice an edit). The tokens are interned: a million entries share one string
-        # per distinct token instead of holding their own copies (about 1 KB each).
-        self._tokens: dict[str, tuple[str, str, frozenset[str]]] = {}
+        # Each listed entry's question and answer as listed (to notice an edit, and to
+        # know which lists to leave), and its token set once something asked for it
+        # (None until then: a million sets cost gigabytes). The sets' tokens are
+        # interned: the entries share one string per distinct token.
+        self._tokens: dict[str, tuple[str, str, frozenset[str] | None]] = {}
         # The inverted index over the entries a store asked us to index: postings are
         # compact arrays of ordinals (appended in order; removals are tombstoned and
         # compacted lazily), so a million entries cost tens of MB, not gigabytes.
@@ -230,14 +236,26 @@ class LexicalRetriever:
         # Into an empty index (a store being read or built): one pass that counts each
         # token's entries once at the end instead of per entry, with the collector
         # paused (a token set and a few containers per entry, the store in memory).
-        ids, ordinals, postings, tokens = self._ids, self._ordinal, self._postings, self.tokens
+        ids, ordinals, postings, cache = self._ids, self._ordinal, self._postings, self._tokens
         get = postings.get
         with collector.paused():
             for entry in pending.values():
                 ordinal = len(ids)
                 ids.append(entry.id)
                 ordinals[entry.id] = ordinal
-                for t in tokens(entry):
+                question, answer = entry.question, entry.answer
+                cached = cache.get(entry.id)
+                if (
+                    cached is not None
+                    and cached[2] is not None
+                    and cached[0] == question
+                    and cached[1] == answer
+                ):
+                    toks: Iterable[str] = cached[2]
+                else:
+                    toks = set(tokenize(entry.text))
+                    cache[entry.id] = (question, answer, None)
+                for t in toks:
                     plist = get(t)
                     if plist is None:
                         postings[t] = array("l", (ordinal,))
@@ -279,7 +297,10 @@ class LexicalRetriever:
             return
         self._ids[ordinal] = None
         cached = self._tokens.get(entry_id)
-        for t in cached[2] if cached else ():
+        toks: Iterable[str] = ()
+        if cached is not None:  # the tokens it was listed with
+            toks = cached[2] if cached[2] is not None else set(_listed_tokens(cached))
+        for t in toks:
             self._df[t] -= 1
             dead = self._dead_in.get(t, 0) + 1
             plist = self._postings[t]
@@ -312,7 +333,12 @@ class LexicalRetriever:
             out = []
             for o in keys:
                 entry_id = ids[o]
-                if entry_id is not None and t in tokens[entry_id][2]:
+                if entry_id is None:
+                    continue
+                toks = tokens[entry_id][2]
+                if toks is None:
+                    toks = self._token_set(entry_id)
+                if t in toks:
                     out.append(o)
             return out
 
@@ -332,10 +358,22 @@ class LexicalRetriever:
         """The entry's token set, cached by id (and refreshed if its text changed)."""
         question, answer = entry.question, entry.answer
         cached = self._tokens.get(entry.id)
-        if cached is not None and cached[0] == question and cached[1] == answer:
+        if (
+            cached is not None
+            and cached[2] is not None
+            and cached[0] == question
+            and cached[1] == answer
+        ):
             return cached[2]
         toks = frozenset(map(intern, tokenize(entry.text)))
         self._tokens[entry.id] = (question, answer, toks)
+        return toks
+
+    def _token_set(self, entry_id: str) -> frozenset[str]:
+        """A listed entry's token set, made from the text it was listed with, and kept."""
+        question, answer, _ = cached = self._tokens[entry_id]
+        toks = frozenset(map(intern, _listed_tokens(cached)))
+        self._tokens[entry_id] = (question, answer, toks)
         return toks
 
     def remember_tokens(self, entry: MemoryEntry, tokens: Iterable[str]) -> None:
