@@ -208,11 +208,16 @@ def _pct(values: list[float], p: float) -> float | None:
 def _decides(
     ledger: Any, queries: list[str], budget_s: float = 0.0, minimum: int = 5
 ) -> tuple[list[float], list[Any]]:
-    """Decide each query in turn; with a budget, stop once it is spent (after ``minimum``)."""
+    """Decide each query in turn; with a budget, stop once it is spent (after ``minimum``).
+
+    The budget counts from the end of the first decide, which is reported apart (it
+    lists a store read from a JSON file: seconds at 1M, for both packages)."""
     times: list[float] = []
     tickets: list[Any] = []
     start = time.perf_counter()
     for q in queries:
+        if len(times) == 1:
+            start = time.perf_counter()
         if budget_s and len(times) >= minimum and time.perf_counter() - start > budget_s:
             break
         c = time.process_time()
