@@ -108,3 +108,17 @@ def db_store_kind(request: pytest.FixtureRequest) -> str:
     if request.param == "postgres":
         request.getfixturevalue("pg_cluster")
     return str(request.param)
+
+
+def compiled_or_skip(name: str):  # type: ignore[no-untyped-def]
+    """``darwin_memo.<name>``, a compiled helper; skips where it is not built, unless
+    ``DARWIN_MEMO_REQUIRE_EXTENSION=1`` (as ``.ci/run`` sets) makes that a failure."""
+    import importlib
+    import os
+
+    try:
+        return importlib.import_module(f"darwin_memo.{name}")
+    except ImportError:
+        if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
+            raise
+        pytest.skip(f"darwin_memo.{name} is not built (no C compiler at install time)")

@@ -21,17 +21,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import compiled_or_skip
 from darwin_memo import MemoryEntry, MemoryStore
 from test_consolidation import _templated_sets
 
 
 def _compiled() -> ModuleType:
-    try:
-        return importlib.import_module("darwin_memo._cjoin")
-    except ImportError:
-        if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
-            raise
-        pytest.skip("darwin_memo._cjoin is not built (no C compiler at install time)")
+    return compiled_or_skip("_cjoin")  # type: ignore[no-any-return]
 
 
 def _greedy(sets: list[Any], threshold: float) -> list[list[int]]:

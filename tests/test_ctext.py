@@ -8,7 +8,6 @@ bit); they skip where it is not built, unless ``DARWIN_MEMO_REQUIRE_EXTENSION=1`
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
@@ -18,17 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import compiled_or_skip
 from darwin_memo import HashingEmbedder
 from darwin_memo.retrieval import STOPWORDS, _ascii_tokens, _unit, tokenize
 
 
 def _compiled() -> ModuleType:
-    try:
-        return importlib.import_module("darwin_memo._ctext")
-    except ImportError:
-        if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
-            raise
-        pytest.skip("darwin_memo._ctext is not built (no C compiler at install time)")
+    return compiled_or_skip("_ctext")  # type: ignore[no-any-return]
 
 
 def _python_vector(embedder: HashingEmbedder, text: str) -> list[float]:

@@ -181,6 +181,13 @@ def test_reading_a_plain_entry_quickly_reads_what_the_careful_path_reads(
 PLAIN = MemoryEntry(question="q", answer="a", sources=["ci"], lineage=["x"], id="e1").to_dict()
 
 
+def test_a_plain_entry_is_written_in_the_order_stores_read_quickly() -> None:
+    """``read_entry`` takes its quick path for the keys in the order ``to_dict`` writes."""
+    from darwin_memo.types import _WRITTEN_KEYS
+
+    assert tuple(PLAIN) == _WRITTEN_KEYS
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -199,18 +199,24 @@ def test_cached_vectors_cost_a_double_per_component() -> None:
     assert restored.similarity(entries[0], entries[1]) == r.similarity(entries[0], entries[1])
 
 
+def _worker_store(n: int, queues: int) -> tuple[MemoryStore, list[MemoryEntry]]:
+    """A store of ``n`` lessons about restarting worker w<i> (one word each of its own)."""
+    store = MemoryStore()
+    entries = [
+        MemoryEntry(f"how do I restart worker w{i}?", f"drain queue {i % queues} then restart")
+        for i in range(n)
+    ]
+    for e in entries:
+        store.add(e)
+    return store, entries
+
+
 def test_listed_entries_share_one_string_per_token() -> None:
     """The token sets the index makes hold one string object per distinct token (at a
     million entries, each holding its own copies cost about a gigabyte), and asked
     after an entry's text changed it sees its new tokens."""
-    store = MemoryStore()
-    entries = [
-        MemoryEntry(f"how do I restart the worker {i}?", f"drain the queue {i % 7} first")
-        for i in range(50)
-    ]
-    for e in entries:
-        store.add(e)
-    assert store.retrieve("restart worker 3", 1)  # lists every entry
+    store, entries = _worker_store(50, 7)
+    assert store.retrieve("restart worker w3", 1)  # lists every entry
     retriever = store.retriever
     sets = [retriever.tokens(e) for e in entries]  # type: ignore[attr-defined]
     for word in ("restart", "worker", "drain", "queue"):
@@ -225,13 +231,7 @@ def test_a_store_read_at_once_keeps_no_token_sets_until_asked() -> None:
     """Listing a store read at once keeps each entry's question and answer, not its token
     set (a million sets cost gigabytes); a search that must look inside a candidate
     makes its set then, and an entry buried before any set was made leaves every list."""
-    store = MemoryStore()
-    entries = [
-        MemoryEntry(f"how do I restart worker w{i}?", f"drain queue {i % 5} then restart")
-        for i in range(40)
-    ]
-    for e in entries:
-        store.add(e)
+    store, entries = _worker_store(40, 5)
     retriever = store.retriever
     retriever._list_pending()  # type: ignore[attr-defined]
     cache = retriever._tokens  # type: ignore[attr-defined]

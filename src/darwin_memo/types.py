@@ -297,20 +297,9 @@ def _plain_entry(cls: type[MemoryEntry], d: dict[str, Any]) -> MemoryEntry | Non
     )
 
 
-#: A plain entry as ``to_dict`` writes it: its keys in order, and their JSON types.
-_WRITTEN_KEYS = (
-    "question",
-    "answer",
-    "kind",
-    "sources",
-    "energy",
-    "born_cycle",
-    "recorded_ts",
-    "last_used_cycle",
-    "uses",
-    "lineage",
-    "id",
-)
+#: A plain entry as ``to_dict`` writes it: its keys in order (``_PLAIN_TYPES`` lists
+#: them so; a test checks it), and their JSON types.
+_WRITTEN_KEYS = tuple(_PLAIN_TYPES)
 _WRITTEN_TYPES = tuple(_PLAIN_TYPES[k] for k in _WRITTEN_KEYS)
 
 
