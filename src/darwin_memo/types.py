@@ -300,7 +300,8 @@ def _plain_entry(cls: type[MemoryEntry], d: dict[str, Any]) -> MemoryEntry | Non
 #: A plain entry as ``to_dict`` writes it: its keys in order (``_PLAIN_TYPES`` lists
 #: them so; a test checks it), and their JSON types.
 _WRITTEN_KEYS = tuple(_PLAIN_TYPES)
-_WRITTEN_TYPES = tuple(_PLAIN_TYPES[k] for k in _WRITTEN_KEYS)
+_WRITTEN_TYPES = tuple(_PLAIN_TYPES.values())
+_WRITTEN_LEN = len(_WRITTEN_KEYS)
 
 
 def read_entry(d: Any) -> MemoryEntry:
@@ -310,39 +311,24 @@ def read_entry(d: Any) -> MemoryEntry:
     with two tuple comparisons and keeps the decoded lists instead of copying them;
     anything else goes through ``from_dict``.
     """
-    if type(d) is dict and len(d) == _WRITTEN_LEN:
-        values = tuple(d.values())
-        if tuple(map(type, values)) == _WRITTEN_TYPES:
-            keys = tuple(d)
-            # A decoder hands every entry of a document the same key strings: once a
-            # key tuple matched by value, the next ones match by identity, quickly.
-            if keys == _seen_keys or (keys == _WRITTEN_KEYS and _remember_keys(keys)):
-                question, answer, kind, sources, energy, born, stamp, last, uses, lineage, ident = (
-                    values
-                )
-                kind = _KINDS.get(kind)
-                if kind is not None and ident and math.isfinite(energy):
-                    try:  # every item a str (a decoded str is never a subclass)
-                        "".join(sources)
-                        "".join(lineage)
-                    except TypeError:
-                        pass
-                    else:
-                        return MemoryEntry(
-                            question, answer, kind, sources, energy, born, stamp, last, uses,
-                            lineage, False, 0, 0, None, None, ident,
-                        )  # fmt: skip
-    return MemoryEntry.from_dict(d)
-
-
-_WRITTEN_LEN = len(_WRITTEN_KEYS)
-_seen_keys: tuple[str, ...] = _WRITTEN_KEYS
-
-
-def _remember_keys(keys: tuple[str, ...]) -> bool:
-    global _seen_keys
-    _seen_keys = keys
-    return True
+    if type(d) is not dict or len(d) != _WRITTEN_LEN:
+        return MemoryEntry.from_dict(d)
+    values = tuple(d.values())
+    if tuple(map(type, values)) != _WRITTEN_TYPES or tuple(d) != _WRITTEN_KEYS:
+        return MemoryEntry.from_dict(d)
+    question, answer, kind, sources, energy, born, stamp, last, uses, lineage, ident = values
+    member = _KINDS.get(kind)
+    if member is None or not ident or not math.isfinite(energy):
+        return MemoryEntry.from_dict(d)
+    try:  # every item a str (a decoded str is never a subclass)
+        "".join(sources)
+        "".join(lineage)
+    except TypeError:
+        return MemoryEntry.from_dict(d)
+    return MemoryEntry(
+        question, answer, member, sources, energy, born, stamp, last, uses, lineage,
+        False, 0, 0, None, None, ident,
+    )  # fmt: skip
 
 
 @record(frozen=True)
