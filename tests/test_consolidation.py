@@ -773,3 +773,40 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
     assert merges, "some newcomers should merge with what was settled"
     _assert_settled_apart(store, 0.55)
     backend.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d", "e"]),
+            st.lists(st.sampled_from(["ci", "pm", "doc", "log"]), max_size=4),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_an_heir_holds_the_first_three_answers_and_every_source_once(
+    rows: list[tuple[str, list[str]]],
+) -> None:
+    """The heir's answer joins the group's first three distinct answers, in group order;
+    its sources are every member's, each once, in the order first seen."""
+    from darwin_memo.consolidate import _heir
+
+    group = [
+        MemoryEntry(question=f"q{i}", answer=a, sources=srcs, uses=i, id=f"m{i}")
+        for i, (a, srcs) in enumerate(rows)
+    ]
+    heir, ids = _heir(group, 7)
+    answers: list[str] = []
+    sources: list[str] = []
+    for m in group:  # the definition, spelled out
+        if m.answer not in answers:
+            answers.append(m.answer)
+        for s in m.sources:
+            if s not in sources:
+                sources.append(s)
+    assert heir.answer == " ".join(answers[:3])
+    assert heir.sources == sources
+    assert heir.question == "q0" and heir.lineage == ids == [m.id for m in group]
+    assert heir.uses == sum(range(len(rows))) and heir.born_cycle == 7

@@ -1154,18 +1154,18 @@ def _merge_groups(
 
 def _heir(group: list[MemoryEntry], cycle: int) -> tuple[MemoryEntry, list[str]]:
     """The heir of a group (its anchor first) and the ids it absorbs."""
-    answers: list[str] = []
+    answers: list[str] = []  # the first three distinct answers (a group may hold thousands)
     for m in group:
         if m.answer not in answers:
             answers.append(m.answer)
-    sources: list[str] = []
-    for m in group:
-        sources.extend(s for s in m.sources if s not in sources)
+            if len(answers) == 3:
+                break
+    sources = dict.fromkeys(s for m in group for s in m.sources)  # distinct, first seen first
     heir = MemoryEntry(
         question=group[0].question,
-        answer=" ".join(answers[:3]),
+        answer=" ".join(answers),
         kind=EntryKind.CONSOLIDATED,
-        sources=sources,
+        sources=list(sources),
         born_cycle=cycle,
         recorded_ts=max((m.recorded_ts for m in group), default=""),
         uses=sum(m.uses for m in group),
