@@ -331,6 +331,39 @@ def read_entry(d: Any) -> MemoryEntry:
     )  # fmt: skip
 
 
+#: A row's JSON (``backends.sqlstore.row_json``) for an entry every other field of
+#: which is at its default or in the row's columns: its keys in order, and their types.
+_COMPACT_KEYS = ("question", "answer", "kind", "sources", "recorded_ts")
+_COMPACT_TYPES = (str, str, str, list, str)
+
+
+def read_compact(d: Any, ident: str, energy: float) -> MemoryEntry:
+    """The entry a row's compact JSON ``d`` holds, with the row's ``id`` and ``energy``.
+
+    The common shape (a lesson not settled yet) is checked with two tuple comparisons,
+    as ``read_entry`` does; anything else goes through ``from_dict``.
+    """
+    if type(d) is dict and len(d) == 5:
+        values = tuple(d.values())
+        if tuple(d) == _COMPACT_KEYS and tuple(map(type, values)) == _COMPACT_TYPES:
+            question, answer, kind, sources, stamp = values
+            member = _KINDS.get(kind)
+            if member is not None and ident and type(energy) is float and math.isfinite(energy):
+                try:
+                    "".join(sources)
+                except TypeError:
+                    pass
+                else:
+                    return MemoryEntry(
+                        question, answer, member, sources, energy, 0, stamp, -1, 0, [],
+                        False, 0, 0, None, None, ident,
+                    )  # fmt: skip
+    if type(d) is dict:
+        d["id"] = ident
+        d["energy"] = energy
+    return MemoryEntry.from_dict(d)
+
+
 @record(frozen=True)
 class Outcome:
     """A measured change in a conserved resource. Never a grade."""

@@ -804,9 +804,10 @@ _ORDER_SQL = {
     # Entries that cannot starve (pinned, or no upkeep) have the longest runway of all.
     "ticks_to_starvation": "(pinned = 1 OR :u <= 0) {dir}, "
     "(CASE WHEN pinned = 1 OR :u <= 0 THEN 0 ELSE " + _balance_sql() + " END) {dir}",
-    "age_ticks": "(-json_extract(data, '$.born_cycle')) {dir}",
-    "last_settled_tick": "json_extract(data, '$.last_used_cycle') {dir}",
-    "uses": "json_extract(data, '$.uses') {dir}",
+    # A row's JSON leaves these out at their defaults (schema 7: 0, -1 and 0).
+    "age_ticks": "(-COALESCE(json_extract(data, '$.born_cycle'), 0)) {dir}",
+    "last_settled_tick": "COALESCE(json_extract(data, '$.last_used_cycle'), -1) {dir}",
+    "uses": "COALESCE(json_extract(data, '$.uses'), 0) {dir}",
     "kind": "kind {dir}",
     "id": "id {dir}",
     "question": "lower(json_extract(data, '$.question')) {dir}",

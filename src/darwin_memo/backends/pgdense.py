@@ -38,11 +38,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreFormatError
-from ..jsonfile import loads
 from ..retrieval import EmbeddingRetriever, HashingEmbedder, _cosine
 from ..temporal import recency_weight
-from ..types import EntryKind, MemoryEntry, read_entry
-from .sqlstore import SqlStore
+from ..types import EntryKind, MemoryEntry
+from .sqlstore import SqlStore, read_row
 
 if TYPE_CHECKING:
     from .postgres import PostgresBackend
@@ -184,16 +183,16 @@ class PgStore(SqlStore):
         table: DenseTable,
         rows: Iterable[tuple[Any, ...]],
     ) -> None:
-        """Bring the vectors of these ``(rowid, alive, data, text_hash)`` rows in step."""
+        """Bring the vectors of these ``(rowid, alive, data, text_hash, id)`` rows in step."""
         dead: list[int] = []
         todo: list[tuple[int, str, str]] = []
-        for rowid, alive, data, stored in rows:
+        for rowid, alive, data, stored, entry_id in rows:
             if not alive:
                 if stored is not None:
                     dead.append(int(rowid))
                 continue
             try:
-                text = read_entry(loads(data)).text
+                text = read_row(data, entry_id, 0.0).text
             except (TypeError, ValueError, StoreFormatError):
                 continue  # an unreadable row: the exact scan cannot score it either
             digest = _text_hash(text)
@@ -239,7 +238,7 @@ class PgStore(SqlStore):
                 (table.model, table.table, table.dims),
             )
         rows = conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash FROM entries e "
+            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.version > ?",
             (seen,),
         ).fetchall()
@@ -265,7 +264,7 @@ class PgStore(SqlStore):
         if table is None:
             return  # no table yet: the first search builds it
         rows = self.conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash FROM entries e "
+            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.id = ANY(?)",
             (wanted,),
         ).fetchall()

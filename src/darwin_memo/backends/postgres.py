@@ -394,7 +394,12 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)
 """
 
 #: PostgreSQL's own numbered steps. Version 1 is SQLite's schema 3 in one step.
-PG_MIGRATIONS: list[tuple[int, str, str]] = [(1, "m001_initial", _SCHEMA_V1)]
+#: Version 2 changes no table: rows written from it on are compact (SQLite's schema 7,
+#: ``migrations.m007_compact_rows``), which older darwin-memo must not read.
+PG_MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "m001_initial", _SCHEMA_V1),
+    (2, "m002_compact_rows", ""),
+]
 
 
 def _lock_sql(schema: str) -> str:

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..jsonfile import loads
 from ..migrations import apply_migrations
-from ..types import MemoryEntry, read_entry
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 
 TYPE_CHECKING = False
@@ -160,12 +159,6 @@ class SqliteBackend:
             if key in meta and (isinstance(meta[key], bool) or not isinstance(meta[key], int)):
                 raise StoreFormatError(f"{self.path}: meta {key!r} is not an integer")
         return meta
-
-    def _entry(self, data: str, where: str) -> MemoryEntry:
-        try:
-            return read_entry(loads(data))
-        except (TypeError, ValueError, StoreFormatError) as exc:
-            raise StoreFormatError(f"{self.path}: unreadable {where} row: {exc}") from None
 
     def _ticket(self, data: str) -> Ticket:
         from ..ledger import Ticket

@@ -38,7 +38,7 @@ from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
-from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
+from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_compact, read_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,7 +54,9 @@ __all__ = [
     "backfill_v2",
     "death_tick",
     "entry_tokens",
+    "read_row",
     "rebuild_token",
+    "row_json",
     "write_entries_bulk",
 ]
 
@@ -130,6 +132,39 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 
 def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
+
+
+#: What a row's JSON leaves out when the entry holds it: fields at these values (the
+#: published defaults). ``id`` and ``energy`` are never in it: their columns hold them.
+_ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("born_cycle", 0),
+    ("last_used_cycle", -1),
+    ("uses", 0),
+    ("lineage", []),
+)
+
+
+def row_json(entry: MemoryEntry) -> str:
+    """An entry's ``data``: ``to_dict`` without what the row's columns hold (``id``,
+    ``energy``) and without the fields at their defaults (schema 7; ``read_row``)."""
+    d = entry.to_dict()
+    del d["id"], d["energy"]
+    for key, default in _ROW_DEFAULTS:
+        if d[key] == default:
+            del d[key]
+    return _ENCODER.encode(d)
+
+
+def read_row(data: str | bytes, entry_id: str, energy: float) -> MemoryEntry:
+    """The entry a row holds: its ``data`` with its ``id`` and ``energy`` columns.
+
+    Rows written before schema 7 hold the whole ``to_dict`` (their ``energy`` is the
+    balance when last written; the caller sets the balance from the columns).
+    """
+    d = loads(data)
+    if type(d) is dict and "id" not in d:
+        return read_compact(d, entry_id, float(energy))
+    return read_entry(d)
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
@@ -588,7 +623,7 @@ def write_entry(
         toks_text,
         entry.kind.value,
         int(damaged),
-        _dumps(entry.to_dict()),
+        row_json(entry),
         version,
     )
     if row is None:
@@ -676,7 +711,7 @@ def write_entries_bulk(
                 " ".join(toks),
                 entry.kind.value,
                 int(entry.id in damaged),
-                _dumps(entry.to_dict()),
+                row_json(entry),
                 version,
                 entry.id,
             )
@@ -791,7 +826,7 @@ class SqlStore(MemoryStore):
     def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
         _rowid, entry_id, alive, energy, anchor, pinned, data = row
         try:
-            entry = read_entry(loads(data))
+            entry = read_row(data, entry_id, energy)
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(
                 f"{self.backend.path}: unreadable entry {entry_id}: {exc}"
@@ -853,7 +888,7 @@ class SqlStore(MemoryStore):
                         self.tick,
                         self.backend.txn_version,
                         entry_id in self.damaged,
-                        _dumps(entry.to_dict()),
+                        row_json(entry),
                     ):
                         continue  # written by merge_many and unchanged since
                     self._write(entry, True)
@@ -1210,7 +1245,7 @@ class SqlStore(MemoryStore):
         for heir in heirs:
             rowid += 1
             toks = entry_tokens(heir)
-            data = _dumps(heir.to_dict())
+            data = row_json(heir)
             damaged = heir.id in self.damaged
             rows.append(
                 (
@@ -1305,7 +1340,7 @@ class SqlStore(MemoryStore):
                     int(entry.pinned),
                     entry.kind.value,
                     int(entry.id in damaged),
-                    _dumps(entry.to_dict()),
+                    row_json(entry),
                     version,
                     rowid,
                 )

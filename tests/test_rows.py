@@ -1,0 +1,124 @@
+"""An SQLite row's ``data``: the entry without what its columns hold (schema 7).
+
+Rows leave ``id`` and ``energy`` to their columns and omit fields at their defaults;
+rows written before schema 7 hold the whole ``to_dict`` and read the same.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darwin_memo import EntryKind, MemoryEntry
+from darwin_memo.backends.sqlstore import _dumps, read_row, row_json
+from darwin_memo.errors import StoreFormatError
+from darwin_memo.ledger import Ledger
+from darwin_memo.migrations import MIGRATIONS, schema_version
+
+text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30
+)
+names = st.lists(st.text("abcdef0123", min_size=1, max_size=8), max_size=3)
+
+
+@st.composite
+def entries(draw: st.DrawFn) -> MemoryEntry:
+    return MemoryEntry(
+        question=draw(text.filter(str.strip)),
+        answer=draw(text),
+        kind=draw(st.sampled_from(list(EntryKind))),
+        sources=draw(names),
+        energy=draw(st.floats(-5, 5, allow_nan=False)),
+        born_cycle=draw(st.just(0) | st.integers(-2, 40)),
+        recorded_ts=draw(st.sampled_from(["", "2026-01-01T00:00:00+00:00"])),
+        last_used_cycle=draw(st.just(-1) | st.integers(-1, 40)),
+        uses=draw(st.just(0) | st.integers(0, 3)),
+        lineage=draw(st.just([]) | names),
+        pinned=draw(st.booleans()),
+        probation=draw(st.just(0) | st.integers(0, 2)),
+        juvenile=draw(st.just(0) | st.integers(0, 2)),
+        imported_from=draw(st.none() | st.just("peer")),
+        id=draw(st.text("0123456789abcdef", min_size=12, max_size=12)),
+        extra=draw(st.dictionaries(st.sampled_from(["note", "x_tag"]), st.integers(), max_size=1)),
+    )
+
+
+@given(entries())
+@settings(max_examples=300, deadline=None)
+def test_a_row_reads_back_as_the_entry_it_was_written_from(entry: MemoryEntry) -> None:
+    data = row_json(entry)
+    held = json.loads(data)
+    assert "id" not in held and "energy" not in held
+    for key, default in (("born_cycle", 0), ("last_used_cycle", -1), ("uses", 0), ("lineage", [])):
+        assert (key in held) == (getattr(entry, key) != default)
+    back = read_row(data, entry.id, entry.energy)
+    assert back == entry and back.extra == entry.extra
+    # A row written before schema 7 (the whole to_dict) reads the same.
+    assert read_row(_dumps(entry.to_dict()), entry.id, entry.energy) == entry
+
+
+def test_a_plain_lessons_row_reads_through_the_short_path() -> None:
+    entry = MemoryEntry("why 502?", "restart nginx", sources=["ci"], recorded_ts="t", id="ab12")
+    data = row_json(entry)
+    assert list(json.loads(data)) == ["question", "answer", "kind", "sources", "recorded_ts"]
+    assert read_row(data, "ab12", 1.0) == entry
+    assert read_row(data, "ab12", 0.25).energy == 0.25
+    # The same shape with a bad value is read by the careful path, which names it.
+    for bad in ('"sources":[1]', '"kind":"nonsense"'):
+        key = bad.split(":")[0]
+        broken = json.dumps({**json.loads(data), json.loads(key): json.loads(bad.split(":")[1])})
+        with pytest.raises(StoreFormatError, match=json.loads(key)):
+            read_row(broken, "ab12", 1.0)
+
+
+def _rows(path: Path) -> list[tuple[str, float, dict]]:
+    conn = sqlite3.connect(path)
+    try:
+        return [
+            (str(i), float(e), json.loads(d))
+            for i, e, d in conn.execute("SELECT id, energy, data FROM entries ORDER BY rowid")
+        ]
+    finally:
+        conn.close()
+
+
+def test_a_store_writes_compact_rows_and_reads_whole_ones(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with Ledger.open(path) as ledger:
+        a = ledger.add("how do I clear the build cache", "delete .cache/build; it regrows")
+        b = ledger.add("why do the api workers crashloop", "the queue url is unset in staging")
+        ticket = ledger.decide("clear the build cache")
+        assert ticket.deciding_entry == a.id
+        ledger.settle(ticket.id, 2.0, "freed 2 GB")
+        ledger.tick()
+        before = {e.id: e.to_dict() for e in ledger.store.alive()}
+        assert schema_version(ledger.backend.conn) == len(MIGRATIONS) == 7
+    rows = {i: d for i, _, d in _rows(path)}
+    assert set(rows) == {a.id, b.id}
+    for data in rows.values():
+        assert "id" not in data and "energy" not in data and "born_cycle" not in data
+    assert rows[a.id]["uses"] == 1 and rows[a.id]["last_used_cycle"] == 0
+    assert "uses" not in rows[b.id] and "lineage" not in rows[b.id]
+
+    # The rows as darwin-memo wrote them before schema 7: whole, with a stale balance.
+    conn = sqlite3.connect(path)
+    with conn:
+        for entry_id, data in before.items():
+            conn.execute(
+                "UPDATE entries SET data = ? WHERE id = ?",
+                (json.dumps({**data, "energy": 4.75}), entry_id),
+            )
+    conn.close()
+    with Ledger.open(path) as ledger:
+        assert {e.id: e.to_dict() for e in ledger.store.alive()} == before
+        ledger.settle(ledger.decide("api workers crashloop").id, 1.0, "fixed")
+    rows = {i: d for i, _, d in _rows(path)}
+    assert "id" not in rows[b.id] and rows[b.id]["uses"] == 1  # written again: compact
+    assert rows[a.id]["id"] == a.id  # not written since: still whole, and still read
+    with Ledger.open(path) as ledger:
+        assert ledger.store.get(a.id).to_dict() == before[a.id]
