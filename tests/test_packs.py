@@ -71,6 +71,10 @@ def check_lists(conn: sqlite3.Connection) -> int:
         assert got == truth
         assert list(sqlstore.token_ids(conn, token_id, bool(dense))) == truth
     assert set(holders) <= set(names), "every living row's tokens are in tokens"
+    ids = list(names.values())
+    assert len(set(ids)) == len(ids), "token ids are unique"
+    top = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
+    assert max(ids, default=0) <= (top[0] if top else 0), "new tokens take ids past every id"
     assert "postings" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     return dense_count
 
@@ -220,6 +224,48 @@ def test_migration_gives_an_older_store_its_lists(
     store.add(MemoryEntry("restart the api worker", "after the drain"))
     check_lists(conn)
     for query in ("api worker", "restart the queue", "w1 w2 w3"):
+        assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
+    store.backend.close()
+
+
+def test_m008_keeps_the_vocabulary_once_with_its_ids(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from darwin_memo import migrations
+
+    rnd = random.Random(8)
+    full = list(migrations.MIGRATIONS)
+    monkeypatch.setattr(migrations, "MIGRATIONS", full[:7])  # a store written before m008
+    old = new_store(tmp_path)
+    for _ in range(80):
+        old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
+    old.backend.close()
+    path = tmp_path / "store.db"
+    conn = sqlite3.connect(path)
+    before = sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall())
+    lists = sorted(conn.execute("SELECT token_id, ids FROM packs").fetchall())
+    assert "sqlite_autoindex_tokens_1" in {
+        n for (n,) in conn.execute("SELECT name FROM sqlite_master")
+    }
+    conn.close()
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", full)
+    store = new_store(tmp_path)
+    conn = store.conn
+    assert migrations.schema_version(conn) == len(full)
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tokens'").fetchone()
+    assert "WITHOUT ROWID" in sql
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {n for n in names if n.startswith("sqlite_autoindex_tokens")}, "text held once"
+    assert sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall()) == before
+    assert sorted(conn.execute("SELECT token_id, ids FROM packs").fetchall()) == lists
+    check_lists(conn)
+    top = max(token_id for _, token_id, _, _ in before)
+    store.add(MemoryEntry("zebra quokka api", "w1 restart"))  # two new tokens, three known
+    fresh = dict(conn.execute("SELECT token, id FROM tokens WHERE token IN ('quokka', 'zebra')"))
+    assert fresh == {"quokka": top + 1, "zebra": top + 2}  # in order of first use
+    check_lists(conn)
+    for query in ("zebra api", "restart the queue", "w1 w2 w3", "quokka"):
         assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
     store.backend.close()
 

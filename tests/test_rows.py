@@ -97,7 +97,7 @@ def test_a_store_writes_compact_rows_and_reads_whole_ones(tmp_path: Path) -> Non
         ledger.settle(ticket.id, 2.0, "freed 2 GB")
         ledger.tick()
         before = {e.id: e.to_dict() for e in ledger.store.alive()}
-        assert schema_version(ledger.backend.conn) == len(MIGRATIONS) == 7
+        assert schema_version(ledger.backend.conn) == len(MIGRATIONS) >= 7
     rows = {i: d for i, _, d in _rows(path)}
     assert set(rows) == {a.id, b.id}
     for data in rows.values():
@@ -122,3 +122,48 @@ def test_a_store_writes_compact_rows_and_reads_whole_ones(tmp_path: Path) -> Non
     assert rows[a.id]["id"] == a.id  # not written since: still whole, and still read
     with Ledger.open(path) as ledger:
         assert ledger.store.get(a.id).to_dict() == before[a.id]
+
+
+def test_a_damaged_entries_page_is_store_corrupt_for_reads_too(tmp_path: Path) -> None:
+    """Reads made outside a transaction (verify, obituary) name the damage as
+    writes do, in process and at the CLI: no internal error, nothing written."""
+    import subprocess
+    import sys
+
+    from darwin_memo.errors import StoreFormatError
+
+    path = tmp_path / "store.db"
+    with Ledger.open(path) as ledger:
+        first = ledger.add("how do I clear the build cache", "delete .cache/build")
+        for i in range(300):
+            ledger.add(f"lesson {i} about the queue worker", f"restart worker {i} " * 8)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = [
+        p
+        for (p,) in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'entries' AND pagetype = 'leaf'"
+        )
+    ]
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    assert len(pages) > 3
+    with open(path, "r+b") as fh:
+        for page in pages:  # every leaf of the entries table: rows unreadable, rest intact
+            fh.seek((page - 1) * size + 8)
+            fh.write(bytes(range(7, 251)) * 8)
+    damaged = path.read_bytes()
+    with Ledger.open(path) as ledger:
+        for read in (ledger.verify, lambda: ledger.obituary(first.id)):
+            with pytest.raises(StoreFormatError, match="malformed"):
+                read()
+    for op in (["verify"], ["obituary", first.id]):
+        run = subprocess.run(
+            [sys.executable, "-m", "darwin_memo", "ledger", str(path), *op],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert run.returncode == 1 and "Traceback" not in run.stderr
+        assert json.loads(run.stdout)["code"] == "store_corrupt", run.stdout
+    assert path.read_bytes() == damaged

@@ -40,8 +40,11 @@ from .types import EntryKind, MemoryEntry, utc_now_iso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
-    from typing import Any, Protocol
+    from typing import Any, Protocol, TypeVar
+
+    _R = TypeVar("_R")
 
     from .backends import Backend
 
@@ -154,6 +157,26 @@ def _signed(x: float) -> str:
 
 def _delta_text(x: float) -> str:
     return f"{x:+g}"
+
+
+def _reads(method: Callable[..., _R]) -> Callable[..., _R]:
+    """A read made outside a transaction: an SQLite error (a damaged page, a lock)
+    becomes the store's own error, as inside one (``SqliteBackend._raise``)."""
+
+    def reading(self: Ledger, *args: Any, **kwargs: Any) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            translate = getattr(self.backend, "_raise", None)
+            if translate is None or type(exc).__module__ != "sqlite3":
+                raise
+            translate(exc, "read the store")
+            raise  # pragma: no cover - _raise always raises
+
+    reading.__name__ = method.__name__
+    reading.__qualname__ = method.__qualname__
+    reading.__doc__ = method.__doc__
+    return reading
 
 
 @record
@@ -518,6 +541,7 @@ class Ledger:
         answer.deciding_entry, answer.supporting_entries = decider, supporters
         return answer, []
 
+    @_reads
     def pending(self) -> list[Ticket]:
         self._refresh()
         return list(self._pending.values())
@@ -920,6 +944,7 @@ class Ledger:
 
     # -- reading ------------------------------------------------------------------
 
+    @_reads
     def stats(self) -> dict[str, Any]:
         """The published ``ledger stats`` object."""
         self._refresh()
@@ -933,6 +958,7 @@ class Ledger:
             },
         }
 
+    @_reads
     def history(self, entry_id: str) -> list[Any]:
         """An entry's notes, oldest first (durable stores keep them all)."""
         if self.backend is not None and not self.backend.history_in_memory:
@@ -940,6 +966,7 @@ class Ledger:
         self._refresh()
         return list(self._history.get(entry_id, []))
 
+    @_reads
     def heir_of(self, entry_id: str) -> MemoryEntry | None:
         """The living or dead entry whose lineage names ``entry_id``."""
         self._refresh()
@@ -952,6 +979,7 @@ class Ledger:
                 return entry
         return None
 
+    @_reads
     def obituary(self, entry_id: str) -> str:
         """An entry's life story in text, living or dead."""
         self._refresh()
@@ -976,6 +1004,7 @@ class Ledger:
             )
         return "\n".join(lines)
 
+    @_reads
     def verify(self) -> list[str]:
         """Rebuild every balance from the journal; returns disagreements (empty = sound)."""
         from .replay import verify_ledger

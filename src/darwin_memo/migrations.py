@@ -232,11 +232,14 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
         );
         """,
     )
-    rows = conn.execute("SELECT token_id, entry_rowid FROM postings ORDER BY token_id, entry_rowid")
+    rows = conn.execute(
+        "SELECT p.token_id, p.entry_rowid, t.token FROM postings p "
+        "JOIN tokens t ON t.id = p.token_id ORDER BY p.token_id, p.entry_rowid"
+    )
     second = itemgetter(1)
-    for token_id, group in groupby(rows, key=itemgetter(0)):
+    for (token_id, token), group in groupby(rows, key=itemgetter(0, 2)):
         ids = list(map(second, group))
-        write_token(conn, int(token_id), ids, dense=len(ids) >= DENSE_MIN)
+        write_token(conn, str(token), int(token_id), ids, dense=len(ids) >= DENSE_MIN)
 
 
 @migration(5, "m005_settled_entries")
@@ -281,3 +284,32 @@ def m007_compact_rows(conn: sqlite3.Connection) -> None:
     alike), so opening a store does not rewrite it; the version keeps older
     darwin-memo from reading rows it would take for damaged.
     """
+
+
+@migration(8, "m008_tokens_by_text")
+def m008_tokens_by_text(conn: sqlite3.Connection) -> None:
+    """The vocabulary keyed by its text, which it then holds once.
+
+    ``tokens`` held each token's text in the table and again in its UNIQUE index
+    (about an eighth of a 10k-entry file of these lessons); as a WITHOUT ROWID table
+    keyed by ``token`` it holds it once. The ids stay; new tokens take theirs from the
+    ``token_ids`` counter (``backends.sqlstore.add_df``), which starts at the largest.
+    Nothing looks a token up by its id (the packs and blocks are read through it).
+    """
+    _script(
+        conn,
+        """
+        CREATE TABLE tokens_by_text (
+            token TEXT PRIMARY KEY,
+            id INTEGER NOT NULL,
+            df INTEGER NOT NULL,
+            dense INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        INSERT INTO tokens_by_text (token, id, df, dense)
+            SELECT token, id, df, dense FROM tokens ORDER BY token;
+        INSERT OR REPLACE INTO counters (name, value)
+            SELECT 'token_ids', COALESCE(MAX(id), 0) FROM tokens;
+        DROP TABLE tokens;
+        ALTER TABLE tokens_by_text RENAME TO tokens
+        """,
+    )

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SqlStore",
+    "add_df",
     "apply_list_changes",
     "backfill_v2",
     "death_tick",
@@ -200,6 +201,49 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
     )
 
 
+def add_df(conn: sqlite3.Connection, counts: Mapping[str, int]) -> None:
+    """Raise each token's ``df`` by its count; a token not in ``tokens`` yet is added.
+
+    New tokens take ids in ``counts``' order. SQLite (schema 8) keys the vocabulary by
+    its text, so ids come from the ``token_ids`` counter (before m008, from the rowids:
+    the same numbers); PostgreSQL's come from its sequence.
+    """
+    if not counts:
+        return
+    if _postings_kept(conn):
+        conn.executemany(
+            "INSERT INTO tokens (token, df) VALUES (?, ?) "
+            "ON CONFLICT(token) DO UPDATE SET df = tokens.df + excluded.df",
+            list(counts.items()),
+        )
+        return
+    known: set[str] = set()
+    for part in _chunks(list(counts)):
+        marks = ",".join("?" * len(part))
+        known.update(
+            map(_first, conn.execute(f"SELECT token FROM tokens WHERE token IN ({marks})", part))
+        )
+    fresh = [t for t in counts if t not in known]
+    if fresh:
+        row = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
+        if row is None:  # a store before m008 (its migrations are running): the rowids
+            row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM tokens").fetchone()
+        top = int(row[0])
+        conn.executemany(
+            "INSERT INTO tokens (token, id, df) VALUES (?, ?, ?)",
+            [(t, top + i, counts[t]) for i, t in enumerate(fresh, 1)],
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
+            (top + len(fresh),),
+        )
+    if known:
+        conn.executemany(
+            "UPDATE tokens SET df = df + ? WHERE token = ?",
+            sorted((counts[t], t) for t in known),
+        )
+
+
 def _index_tokens(
     conn: sqlite3.Connection,
     rowid: int,
@@ -219,11 +263,7 @@ def _index_tokens(
     if postings is None:
         postings = _postings_kept(conn)
     if sign > 0:
-        conn.executemany(
-            "INSERT INTO tokens (token, df) VALUES (?, 1) "
-            "ON CONFLICT(token) DO UPDATE SET df = df + 1",
-            [(t,) for t in toks],
-        )
+        add_df(conn, dict.fromkeys(toks, 1))
         if postings:
             conn.executemany(
                 "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
@@ -332,6 +372,7 @@ def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int]
 
 def rebuild_token(
     conn: sqlite3.Connection,
+    token: str,
     token_id: int,
     dense: bool,
     held: dict[int, bool],
@@ -343,7 +384,7 @@ def rebuild_token(
     ids = _changed(array("I", token_ids(conn, token_id, dense)), held)
     conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id,))
     conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
-    write_token(conn, token_id, [r for r in ids if r not in gone], dense=not dense)
+    write_token(conn, token, token_id, [r for r in ids if r not in gone], dense=not dense)
 
 
 def _gone_masks(gone: Collection[int]) -> dict[int, int]:
@@ -385,13 +426,15 @@ def _clear_blocks(conn: sqlite3.Connection, token_id: int, masks: Mapping[int, i
                 )
 
 
-def write_token(conn: sqlite3.Connection, token_id: int, ids: list[int], *, dense: bool) -> None:
+def write_token(
+    conn: sqlite3.Connection, token: str, token_id: int, ids: list[int], *, dense: bool
+) -> None:
     """Store a token's sorted rowids as blocks (``dense``) or as a pack (no rows there yet)."""
     if dense:
         _write_blocks(conn, token_id, ids, True)
     elif ids:
         conn.execute("INSERT INTO packs (token_id, ids) VALUES (?, ?)", (token_id, pack_ids(ids)))
-    conn.execute("UPDATE tokens SET dense = ? WHERE id = ?", (int(dense), token_id))
+    conn.execute("UPDATE tokens SET dense = ? WHERE token = ?", (int(dense), token))
 
 
 def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
@@ -445,7 +488,9 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
             token_id = int(token_id)
             held = changes[token]
             if (dense and df < DENSE_DROP) or (not dense and df >= DENSE_MIN):
-                rebuild_token(conn, token_id, bool(dense), held, gone)  # bits to a pack, or back
+                rebuild_token(
+                    conn, token, token_id, bool(dense), held, gone
+                )  # bits to a pack, or back
             elif dense:
                 if held:
                     _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
@@ -732,7 +777,11 @@ def write_entries_bulk(
         )
     if isinstance(conn, sqlite3.Connection):
         for i, t in enumerate(ordered, 1):
-            write_token(conn, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
+            write_token(conn, t, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
+        conn.execute(
+            "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
+            (len(ordered),),
+        )
         new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
     _bump(conn, "alive", alive_count)
@@ -1275,11 +1324,7 @@ class SqlStore(MemoryStore):
             "damaged, data, version, id) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        conn.executemany(
-            "INSERT INTO tokens (token, df) VALUES (?, ?) "
-            "ON CONFLICT(token) DO UPDATE SET df = df + excluded.df",
-            list(counts.items()),
-        )
+        add_df(conn, counts)
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
             apply_list_changes(conn, changes)
