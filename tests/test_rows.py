@@ -53,27 +53,34 @@ def entries(draw: st.DrawFn) -> MemoryEntry:
 def test_a_row_reads_back_as_the_entry_it_was_written_from(entry: MemoryEntry) -> None:
     data = row_json(entry)
     held = json.loads(data)
-    assert "id" not in held and "energy" not in held
+    assert "id" not in held and "energy" not in held and "kind" not in held
     for key, default in (("born_cycle", 0), ("last_used_cycle", -1), ("uses", 0), ("lineage", [])):
         assert (key in held) == (getattr(entry, key) != default)
-    back = read_row(data, entry.id, entry.energy)
+    back = read_row(data, entry.id, entry.energy, entry.kind.value)
     assert back == entry and back.extra == entry.extra
     # A row written before schema 7 (the whole to_dict) reads the same.
-    assert read_row(_dumps(entry.to_dict()), entry.id, entry.energy) == entry
+    assert read_row(_dumps(entry.to_dict()), entry.id, entry.energy, "explicit") == entry
 
 
 def test_a_plain_lessons_row_reads_through_the_short_path() -> None:
     entry = MemoryEntry("why 502?", "restart nginx", sources=["ci"], recorded_ts="t", id="ab12")
     data = row_json(entry)
-    assert list(json.loads(data)) == ["question", "answer", "kind", "sources", "recorded_ts"]
-    assert read_row(data, "ab12", 1.0) == entry
-    assert read_row(data, "ab12", 0.25).energy == 0.25
+    assert list(json.loads(data)) == ["question", "answer", "sources", "recorded_ts"]
+    assert read_row(data, "ab12", 1.0, "explicit") == entry
+    assert read_row(data, "ab12", 0.25, "consolidated").kind is EntryKind.CONSOLIDATED
+    # A row of an earlier development version of schema 7 kept its kind.
+    assert (
+        read_row(json.dumps({**json.loads(data), "kind": "entity"}), "ab12", 1.0, "x").kind
+        == "entity"
+    )
+    with pytest.raises(StoreFormatError, match="unknown kind 'nonsense'"):
+        read_row(data, "ab12", 1.0, "nonsense")
     # The same shape with a bad value is read by the careful path, which names it.
-    for bad in ('"sources":[1]', '"kind":"nonsense"'):
+    for bad in ('"sources":[1]', '"recorded_ts":7'):
         key = bad.split(":")[0]
         broken = json.dumps({**json.loads(data), json.loads(key): json.loads(bad.split(":")[1])})
         with pytest.raises(StoreFormatError, match=json.loads(key)):
-            read_row(broken, "ab12", 1.0)
+            read_row(broken, "ab12", 1.0, "explicit")
 
 
 def _rows(path: Path) -> list[tuple[str, float, dict]]:

@@ -333,20 +333,21 @@ def read_entry(d: Any) -> MemoryEntry:
 
 #: A row's JSON (``backends.sqlstore.row_json``) for an entry every other field of
 #: which is at its default or in the row's columns: its keys in order, and their types.
-_COMPACT_KEYS = ("question", "answer", "kind", "sources", "recorded_ts")
-_COMPACT_TYPES = (str, str, str, list, str)
+_COMPACT_KEYS = ("question", "answer", "sources", "recorded_ts")
+_COMPACT_TYPES = (str, str, list, str)
 
 
-def read_compact(d: Any, ident: str, energy: float) -> MemoryEntry:
-    """The entry a row's compact JSON ``d`` holds, with the row's ``id`` and ``energy``.
+def read_compact(d: Any, ident: str, energy: float, kind: str) -> MemoryEntry:
+    """The entry a row's compact JSON ``d`` holds, with the row's ``id``, ``energy`` and
+    ``kind`` (a ``kind`` in ``d`` itself wins: rows of an earlier development version).
 
     The common shape (a lesson not settled yet) is checked with two tuple comparisons,
     as ``read_entry`` does; anything else goes through ``from_dict``.
     """
-    if type(d) is dict and len(d) == 5:
+    if type(d) is dict and len(d) == 4:
         values = tuple(d.values())
         if tuple(d) == _COMPACT_KEYS and tuple(map(type, values)) == _COMPACT_TYPES:
-            question, answer, kind, sources, stamp = values
+            question, answer, sources, stamp = values
             member = _KINDS.get(kind)
             if member is not None and ident and type(energy) is float and math.isfinite(energy):
                 try:
@@ -361,6 +362,7 @@ def read_compact(d: Any, ident: str, energy: float) -> MemoryEntry:
     if type(d) is dict:
         d["id"] = ident
         d["energy"] = energy
+        d.setdefault("kind", kind)
     return MemoryEntry.from_dict(d)
 
 

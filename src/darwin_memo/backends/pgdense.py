@@ -183,16 +183,16 @@ class PgStore(SqlStore):
         table: DenseTable,
         rows: Iterable[tuple[Any, ...]],
     ) -> None:
-        """Bring the vectors of these ``(rowid, alive, data, text_hash, id)`` rows in step."""
+        """Bring the vectors of these ``(rowid, alive, data, text_hash, id, kind)`` rows in step."""
         dead: list[int] = []
         todo: list[tuple[int, str, str]] = []
-        for rowid, alive, data, stored, entry_id in rows:
+        for rowid, alive, data, stored, entry_id, kind in rows:
             if not alive:
                 if stored is not None:
                     dead.append(int(rowid))
                 continue
             try:
-                text = read_row(data, entry_id, 0.0).text
+                text = read_row(data, entry_id, 0.0, kind).text
             except (TypeError, ValueError, StoreFormatError):
                 continue  # an unreadable row: the exact scan cannot score it either
             digest = _text_hash(text)
@@ -238,7 +238,7 @@ class PgStore(SqlStore):
                 (table.model, table.table, table.dims),
             )
         rows = conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id FROM entries e "
+            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id, e.kind FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.version > ?",
             (seen,),
         ).fetchall()
@@ -264,7 +264,7 @@ class PgStore(SqlStore):
         if table is None:
             return  # no table yet: the first search builds it
         rows = self.conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id FROM entries e "
+            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id, e.kind FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.id = ANY(?)",
             (wanted,),
         ).fetchall()

@@ -91,7 +91,7 @@ class ListChanges(dict[str, dict[int, bool]]):
         self.gone.clear()
 
 
-_COLUMNS = "rowid, id, alive, energy, anchor, pinned, data"
+_COLUMNS = "rowid, id, alive, energy, anchor, pinned, data, kind"
 #: A consolidation member's row as read for its burial: rowid, alive, toks, and
 #: whether its ``data`` is the entry as held (read from that row, not from the cache).
 _MemberRow = tuple[int, int, str, bool]
@@ -136,7 +136,7 @@ def _dumps(value: Any) -> str:
 
 
 #: What a row's JSON leaves out when the entry holds it: fields at these values (the
-#: published defaults). ``id`` and ``energy`` are never in it: their columns hold them.
+#: published defaults). ``id``, ``energy`` and ``kind`` are never in it: columns hold them.
 _ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("born_cycle", 0),
     ("last_used_cycle", -1),
@@ -147,24 +147,24 @@ _ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
 
 def row_json(entry: MemoryEntry) -> str:
     """An entry's ``data``: ``to_dict`` without what the row's columns hold (``id``,
-    ``energy``) and without the fields at their defaults (schema 7; ``read_row``)."""
+    ``energy``, ``kind``) and without the fields at their defaults (schema 7; ``read_row``)."""
     d = entry.to_dict()
-    del d["id"], d["energy"]
+    del d["id"], d["energy"], d["kind"]
     for key, default in _ROW_DEFAULTS:
         if d[key] == default:
             del d[key]
     return _ENCODER.encode(d)
 
 
-def read_row(data: str | bytes, entry_id: str, energy: float) -> MemoryEntry:
-    """The entry a row holds: its ``data`` with its ``id`` and ``energy`` columns.
+def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> MemoryEntry:
+    """The entry a row holds: its ``data`` with its ``id``, ``energy`` and ``kind`` columns.
 
     Rows written before schema 7 hold the whole ``to_dict`` (their ``energy`` is the
     balance when last written; the caller sets the balance from the columns).
     """
     d = loads(data)
     if type(d) is dict and "id" not in d:
-        return read_compact(d, entry_id, float(energy))
+        return read_compact(d, entry_id, float(energy), kind)
     return read_entry(d)
 
 
@@ -873,9 +873,9 @@ class SqlStore(MemoryStore):
         return max(now, 0.0) if pinned else now
 
     def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
-        _rowid, entry_id, alive, energy, anchor, pinned, data = row
+        _rowid, entry_id, alive, energy, anchor, pinned, data, kind = row
         try:
-            entry = read_row(data, entry_id, energy)
+            entry = read_row(data, entry_id, energy, kind)
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(
                 f"{self.backend.path}: unreadable entry {entry_id}: {exc}"
