@@ -138,12 +138,22 @@ def test_deep_nesting_fails_cleanly_even_with_a_raised_recursion_limit(tmp_path:
         import sys
         sys.setrecursionlimit(100_000)
         from darwin_memo.errors import StoreFormatError
-        from darwin_memo.jsonfile import read_json
+        from darwin_memo.jsonfile import DECODE_RECURSION_LIMIT, loads, read_json
         try:
             read_json({str(store)!r})
         except StoreFormatError as exc:
             print("refused:", exc)
         assert sys.getrecursionlimit() == 100_000
+        # Shorter than the limit: decoded without lowering it, and still cleanly.
+        short = "[" * (DECODE_RECURSION_LIMIT - 1)
+        try:
+            loads(short)
+        except (ValueError, RecursionError) as exc:
+            print("short refused:", type(exc).__name__)
+        value, depth = loads("[" * 300 + "]" * 300), 0
+        while value:
+            value, depth = value[0], depth + 1
+        assert depth == 299
         """
     )
     proc = subprocess.run(
@@ -151,3 +161,4 @@ def test_deep_nesting_fails_cleanly_even_with_a_raised_recursion_limit(tmp_path:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "refused:" in proc.stdout and "nested too deeply" in proc.stdout
+    assert "short refused:" in proc.stdout

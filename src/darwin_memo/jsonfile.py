@@ -165,6 +165,10 @@ _saved_limit = 0
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that fails cleanly (RecursionError) on any nesting depth."""
     global _decoding, _saved_limit
+    if len(text) < DECODE_RECURSION_LIMIT:
+        # Too short to nest deeper than the limit (a level takes a character at least):
+        # decoded as is, without the lock (most store rows and journal lines).
+        return json.loads(text)
     with _decoding_lock:
         if _decoding == 0:
             _saved_limit = sys.getrecursionlimit()
