@@ -488,9 +488,8 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
             token_id = int(token_id)
             held = changes[token]
             if (dense and df < DENSE_DROP) or (not dense and df >= DENSE_MIN):
-                rebuild_token(
-                    conn, token, token_id, bool(dense), held, gone
-                )  # bits to a pack, or back
+                # bits to a pack, or back
+                rebuild_token(conn, token, token_id, bool(dense), held, gone)
             elif dense:
                 if held:
                     _write_blocks(conn, token_id, [r for r, on in held.items() if on], True)
