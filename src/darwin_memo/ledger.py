@@ -21,6 +21,7 @@ nothing is written until ``save``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import os
@@ -163,6 +164,7 @@ def _reads(method: Callable[..., _R]) -> Callable[..., _R]:
     """A read made outside a transaction: an SQLite error (a damaged page, a lock)
     becomes the store's own error, as inside one (``SqliteBackend._raise``)."""
 
+    @functools.wraps(method)
     def reading(self: Ledger, *args: Any, **kwargs: Any) -> _R:
         try:
             return method(self, *args, **kwargs)
@@ -173,9 +175,6 @@ def _reads(method: Callable[..., _R]) -> Callable[..., _R]:
             translate(exc, "read the store")
             raise  # pragma: no cover - _raise always raises
 
-    reading.__name__ = method.__name__
-    reading.__qualname__ = method.__qualname__
-    reading.__doc__ = method.__doc__
     return reading
 
 

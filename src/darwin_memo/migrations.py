@@ -278,8 +278,8 @@ def m007_compact_rows(conn: sqlite3.Connection) -> None:
     """An entry's ``data`` leaves out what its columns hold and its default fields.
 
     Rows written from schema 7 on hold ``to_dict`` without ``id``, ``energy`` and
-    ``kind`` (the columns) and without ``born_cycle``, ``last_used_cycle``, ``uses`` and ``lineage``
-    at their defaults (``backends.sqlstore.row_json``): about a quarter of the row's
+    ``kind`` (the columns) and without ``born_cycle``, ``last_used_cycle``, ``uses``
+    and ``lineage`` at their defaults (``backends.sqlstore.row_json``): about 30% less
     JSON. Rows already written stay whole until they are next written (both read
     alike), so opening a store does not rewrite it; the version keeps older
     darwin-memo from reading rows it would take for damaged.
