@@ -254,7 +254,8 @@ def _tables(store: Any) -> dict[str, list[tuple[Any, ...]]]:
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000))
 def test_merge_many_writes_what_merge_into_writes(seed: int) -> None:
-    """The SQLite store's batched merges leave the rows, index and books of one by one."""
+    """The SQLite store's batched merges (all at once, or in batches as consolidation
+    hands them over) leave the rows, index and books of one by one."""
     with pytest.MonkeyPatch.context() as mp:
         if seed % 2:  # small thresholds: tokens turn to bits and back during the merges
             mp.setattr(sqlstore, "DENSE_MIN", 4)
@@ -310,7 +311,7 @@ def _merge_many_against_merge_into(seed: int) -> None:
         k = rnd.randint(2, min(5, len(order)))
         plan.append((f"h{len(plan):03d}", [order.pop() for _ in range(k)]))
     stores = []
-    for batched in (False, True):
+    for mode in ("one by one", "many", "batches"):
         store = new_store("sqlite")
         for entry_id, (q, a, energy) in zip(ids, rows, strict=True):
             store.add(MemoryEntry(q, a, energy=energy, id=entry_id, recorded_ts="2026-01-01"))
@@ -324,18 +325,23 @@ def _merge_many_against_merge_into(seed: int) -> None:
             )
             for h, members in plan
         ]
-        if batched:
+        if mode == "many":
             clipped = store.merge_many(heirs)
+        elif mode == "batches":  # as consolidation hands them over: cut anywhere
+            cuts = sorted(rnd.sample(range(len(heirs) + 1), rnd.randint(0, len(heirs) + 1)))
+            bounds = [0, *cuts, len(heirs)]
+            clipped = store.merge_batches(heirs[a:b] for a, b in zip(bounds, bounds[1:]))
         else:
             clipped = [store.merge_into(heir, members) for heir, members in heirs]
         store.flush(store.dirty)
         stores.append((store, clipped, dict(store.books.totals)))
-    (one, clipped_one, books_one), (many, clipped_many, books_many) = stores
-    assert clipped_many == clipped_one
-    assert books_many == books_one
-    assert _tables(many) == _tables(one)
-    assert sorted(e.id for e in many.alive()) == sorted(e.id for e in one.alive())
-    check_lists(many.conn)
+    (one, clipped_one, books_one), *others = stores
+    for many, clipped_many, books_many in others:
+        assert clipped_many == clipped_one
+        assert books_many == books_one
+        assert _tables(many) == _tables(one)
+        assert sorted(e.id for e in many.alive()) == sorted(e.id for e in one.alive())
+        check_lists(many.conn)
 
 
 def test_members_read_from_their_rows_are_buried_without_rewriting_their_json(

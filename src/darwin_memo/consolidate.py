@@ -1135,18 +1135,24 @@ def _merge_groups(
 ) -> list[Merge]:
     planned: list[tuple[MemoryEntry, list[str]]] = []
     batches = _group_batches(store, threshold, exclude, source_policy, similarity)
+
+    def made() -> Iterator[list[tuple[MemoryEntry, list[str]]]]:
+        for batch in batches:
+            heirs = [_heir(group, cycle) for group in batch]
+            planned.extend(heirs)
+            yield heirs
+
     # With the compiled join on another thread, the members of the groups found so far
-    # are read and their heirs made while it looks for the next.
+    # are read, their heirs made and (a database store) their rows written while it
+    # looks for the next.
     with contextlib.closing(batches):  # an error here stops a join still running
-        for group in itertools.chain.from_iterable(batches):
-            planned.append(_heir(group, cycle))
-    # The writes come after the last group: a database store writes them in bulk, in
-    # the order of its rows (written batch by batch they spread over every page).
-    many = getattr(store, "merge_many", None)
-    if many is not None:
-        clipped = many(planned)
-    else:
-        clipped = [store.merge_into(heir, ids) for heir, ids in planned]
+        many = getattr(store, "merge_batches", None)
+        if many is not None:
+            clipped = many(made())
+        else:
+            for _ in made():
+                pass
+            clipped = [store.merge_into(heir, ids) for heir, ids in planned]
     return [
         Merge(heir, tuple(ids), clip) for (heir, ids), clip in zip(planned, clipped, strict=True)
     ]

@@ -201,12 +201,15 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
     )
 
 
-def add_df(conn: sqlite3.Connection, counts: Mapping[str, int]) -> None:
+def add_df(
+    conn: sqlite3.Connection, counts: Mapping[str, int], deferred: Counter[str] | None = None
+) -> None:
     """Raise each token's ``df`` by its count; a token not in ``tokens`` yet is added.
 
     New tokens take ids in ``counts``' order. SQLite (schema 8) keys the vocabulary by
     its text, so ids come from the ``token_ids`` counter (before m008, from the rowids:
-    the same numbers); PostgreSQL's come from its sequence.
+    the same numbers); PostgreSQL's come from its sequence. With ``deferred`` (SQLite),
+    the counts of tokens already there are added to it instead, for ``change_df``.
     """
     if not counts:
         return
@@ -237,11 +240,19 @@ def add_df(conn: sqlite3.Connection, counts: Mapping[str, int]) -> None:
             "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
             (top + len(fresh),),
         )
-    if known:
-        conn.executemany(
-            "UPDATE tokens SET df = df + ? WHERE token = ?",
-            sorted((counts[t], t) for t in known),
-        )
+    if known and deferred is not None:
+        for t in known:
+            deferred[t] += counts[t]
+    elif known:
+        change_df(conn, {t: counts[t] for t in known})
+
+
+def change_df(conn: sqlite3.Connection, changes: Mapping[str, int]) -> None:
+    """Add each change to its token's ``df`` (SQLite; tokens already there), in key order."""
+    conn.executemany(
+        "UPDATE tokens SET df = df + ? WHERE token = ?",
+        sorted((n, t) for t, n in changes.items() if n),
+    )
 
 
 def _index_tokens(
@@ -601,21 +612,24 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
                 conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
-def _unindex_many(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> Counter[str]:
+def _unindex_many(
+    conn: sqlite3.Connection, rows: list[tuple[int, str]], deferred: Counter[str] | None = None
+) -> Counter[str]:
     """``_index_tokens(conn, rowid, toks.split(), -1)`` for each ``(rowid, toks)``, batched.
 
-    Each token's ``df`` is lowered once by its count (returned, by token). Where the
-    store keeps ``postings`` (PostgreSQL) they go by key, in index order; an SQLite
-    store's packs and blocks are the caller's to change (``apply_list_changes``).
+    Each token's ``df`` is lowered once by its count (returned, by token); with
+    ``deferred`` (SQLite), the counts are taken off it instead, for ``change_df``.
+    Where the store keeps ``postings`` (PostgreSQL) they go by key, in index order; an
+    SQLite store's packs and blocks are the caller's to change (``apply_list_changes``).
     """
     counts = Counter(" ".join([toks for _rowid, toks in rows]).split())
     if not counts:
         return counts
     if not _postings_kept(conn):
-        conn.executemany(
-            "UPDATE tokens SET df = df - ? WHERE token = ?",
-            sorted((n, t) for t, n in counts.items()),
-        )
+        if deferred is not None:
+            deferred.subtract(counts)
+        else:
+            change_df(conn, {t: -n for t, n in counts.items()})
         return counts
     ids = _token_ids_of(conn, list(counts))
     keys = sorted([ids[t] << 32 | rowid for rowid, toks in rows for t in toks.split() if t in ids])
@@ -861,6 +875,8 @@ class SqlStore(MemoryStore):
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
         #: (tick, version, damaged, data) then, so an unchanged heir is not written twice.
         self._heirs_written: dict[str, tuple[int, int, bool, str]] = {}
+        #: While ``merge_batches`` runs (SQLite), the ``df`` changes not written yet.
+        self._df_deferred: Counter[str] | None = None
 
     # -- rows -----------------------------------------------------------------------
 
@@ -1243,19 +1259,51 @@ class SqlStore(MemoryStore):
         ``write_entry`` each (their token rows are kept: a burial does not change
         the text).
         """
-        done: list[tuple[MemoryEntry, float]] = []
-        buried: list[MemoryEntry] = []
+        return self.merge_batches([merges])
+
+    def merge_batches(
+        self, batches: Iterable[Iterable[tuple[MemoryEntry, Iterable[str]]]]
+    ) -> list[float]:
+        """``merge_many`` over batches of merges, each batch written as it comes.
+
+        Consolidation hands the batches over as the compiled join (on a thread of its
+        own) finds them: a batch's members are buried and its heirs written while the
+        join looks for the next. The token lists (packs and blocks) are rewritten once,
+        after the last batch, and the page cache may grow to ``BULK_CACHE_KIB`` so that
+        rows written batch after batch stay in memory until the commit. The clipped
+        energy of each merge, in order.
+        """
+        clipped: list[float] = []
         with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
+            if isinstance(self.conn, sqlite3.Connection):  # and each df changed once
+                self._df_deferred = Counter()
+            try:
+                self._merge_batches(batches, clipped)
+            finally:
+                deferred, self._df_deferred = self._df_deferred, None
+            if deferred:
+                change_df(self.conn, deferred)  # before the lists: they read df
+        return clipped
+
+    def _merge_batches(
+        self,
+        batches: Iterable[Iterable[tuple[MemoryEntry, Iterable[str]]]],
+        clipped: list[float],
+    ) -> None:
+        """Each batch of ``merge_batches``: merged in memory, then its rows written."""
+        for batch in batches:
+            buried: list[MemoryEntry] = []
+            heirs: list[MemoryEntry] = []
             self._merging = buried
             try:
-                for heir, member_ids in merges:
+                for heir, member_ids in batch:
                     members = [i for i in member_ids if self.get(i) is not None]
-                    done.append((heir, MemoryStore.merge_into(self, heir, members)))
+                    clipped.append(MemoryStore.merge_into(self, heir, members))
+                    heirs.append(heir)
             finally:
                 self._merging = None
             self._write_buried(buried)
-            self._write_heirs([heir for heir, _ in done])
-        return [clipped for _, clipped in done]
+            self._write_heirs(heirs)
 
     def _write_heirs(self, heirs: list[MemoryEntry]) -> None:
         """``_write(heir, True)`` for each new heir, in order, in a few statements.
@@ -1323,7 +1371,7 @@ class SqlStore(MemoryStore):
             "damaged, data, version, id) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        add_df(conn, counts)
+        add_df(conn, counts, self._df_deferred)
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
             apply_list_changes(conn, changes)
@@ -1402,7 +1450,7 @@ class SqlStore(MemoryStore):
         unlisted = [
             (rowid, toks) for rowid, alive, toks, _ in (rows[e.id] for e in entries) if alive
         ]
-        counts = _unindex_many(conn, unlisted)
+        counts = _unindex_many(conn, unlisted, self._df_deferred)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else ListChanges()
             for t in counts:  # their lists lose the rows gone (one set for every token)
