@@ -28,10 +28,10 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
-from .. import collector
+from .. import collector, native
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
@@ -201,15 +201,62 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
     )
 
 
+class _RowWrites:
+    """Writes of bulk burials held back (``SqlStore.merge_batches``) to be made in one
+    pass in key order: ``columns``, ``(energy, anchor, pinned, damaged, version,
+    rowid)`` of rows whose JSON stays; ``updates``, ``(energy, anchor, pinned, kind,
+    damaged, data, version, rowid)``; ``lineage``, ``(member, heir)`` in the order
+    written. Batch after batch, the burials land on every page of the table many times
+    over; in one pass by rowid, each page once (three times faster at 1M rows)."""
+
+    __slots__ = ("columns", "lineage", "updates")
+
+    def __init__(self, lineage: list[tuple[str, str]] | None = None) -> None:
+        self.columns: list[tuple[Any, ...]] = []
+        self.updates: list[tuple[Any, ...]] = []
+        self.lineage: list[tuple[str, str]] = lineage if lineage is not None else []
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Make the writes held (in rowid order; the lineage by member, the last write
+        to a member last) and forget them."""
+        conn.executemany(
+            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
+            "damaged=?, version=? WHERE rowid=?",
+            sorted(self.columns, key=itemgetter(-1)),
+        )
+        conn.executemany(
+            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
+            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
+            sorted(self.updates, key=itemgetter(-1)),
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
+            sorted(self.lineage, key=_first),  # stable: the last write stays last
+        )
+        self.columns, self.updates, self.lineage = [], [], []
+
+
+class DfChanges(Counter[str]):
+    """``df`` changes by token not written yet (``change_df`` writes them), and
+    ``known``: tokens seen in the ``tokens`` table meanwhile (it never loses a row)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.known: set[str] = set()
+
+
 def add_df(
-    conn: sqlite3.Connection, counts: Mapping[str, int], deferred: Counter[str] | None = None
+    conn: sqlite3.Connection, counts: Mapping[str, int], deferred: DfChanges | None = None
 ) -> None:
     """Raise each token's ``df`` by its count; a token not in ``tokens`` yet is added.
 
     New tokens take ids in ``counts``' order. SQLite (schema 8) keys the vocabulary by
     its text, so ids come from the ``token_ids`` counter (before m008, from the rowids:
     the same numbers); PostgreSQL's come from its sequence. With ``deferred`` (SQLite),
-    the counts of tokens already there are added to it instead, for ``change_df``.
+    the counts of tokens already there are added to it instead, and the tokens it
+    knows are not looked up again.
     """
     if not counts:
         return
@@ -220,8 +267,9 @@ def add_df(
             list(counts.items()),
         )
         return
-    known: set[str] = set()
-    for part in _chunks(list(counts)):
+    seen = deferred.known if deferred is not None else set()
+    known = {t for t in counts if t in seen}
+    for part in _chunks([t for t in counts if t not in seen]):
         marks = ",".join("?" * len(part))
         known.update(
             map(_first, conn.execute(f"SELECT token FROM tokens WHERE token IN ({marks})", part))
@@ -240,9 +288,10 @@ def add_df(
             "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
             (top + len(fresh),),
         )
-    if known and deferred is not None:
+    if deferred is not None:
         for t in known:
             deferred[t] += counts[t]
+        seen.update(known, fresh)
     elif known:
         change_df(conn, {t: counts[t] for t in known})
 
@@ -251,7 +300,7 @@ def change_df(conn: sqlite3.Connection, changes: Mapping[str, int]) -> None:
     """Add each change to its token's ``df`` (SQLite; tokens already there), in key order."""
     conn.executemany(
         "UPDATE tokens SET df = df + ? WHERE token = ?",
-        sorted((n, t) for t, n in changes.items() if n),
+        sorted(((n, t) for t, n in changes.items() if n), key=itemgetter(1)),
     )
 
 
@@ -477,6 +526,28 @@ def new_stamp(conn: sqlite3.Connection) -> None:
     )
 
 
+def _dropper(gone: Collection[int]) -> Callable[[bytes], bytes]:
+    """``drop(pack)``: the pack (``pack_ids``) without the rowids ``gone``; the very
+    object passed when none of its rowids is gone. Compiled (``darwin_memo._cpack``,
+    over a bitmap of ``gone``) where built."""
+    if not gone:
+        return lambda pack: pack
+    cpack = native.compiled("_cpack")
+    if cpack is not None:
+        bits = bytearray((max(gone) >> 3) + 1)
+        for rowid in gone:
+            bits[rowid >> 3] |= 1 << (rowid & 7)
+        bitmap = bytes(bits)
+        return lambda pack: cpack.drop_ids(pack, bitmap)
+
+    def drop(pack: bytes) -> bytes:
+        ids = unpack_ids(pack)
+        kept = [r for r in ids if r not in gone]
+        return pack if len(kept) == len(ids) else pack_ids(kept)
+
+    return drop
+
+
 def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int, bool]]) -> None:
     """Bring the packs and blocks of the changed tokens in step with the rows.
 
@@ -490,6 +561,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
     new_stamp(conn)
     gone: Collection[int] = getattr(changes, "gone", None) or ()
     masks = _gone_masks(gone) if gone else {}
+    drop = _dropper(gone)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         packed: dict[int, str] = {}  # token id -> token, for the packs read below
@@ -522,11 +594,15 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
         emptied: list[tuple[int]] = []
         for token_id, token in packed.items():
             blob = blobs.get(token_id)
-            ids = _changed(unpack_ids(blob) if blob is not None else array("I"), changes[token])
-            if gone:
-                ids = [r for r in ids if r not in gone]
-            if ids:
-                writes.append((token_id, pack_ids(ids)))
+            held = changes[token]
+            if held or blob is None:
+                fresh = drop(pack_ids(_changed(unpack_ids(blob) if blob else array("I"), held)))
+            else:  # only rows gone: the pack as read, less them
+                fresh = drop(blob)
+                if fresh is blob:
+                    continue  # none of them held the token
+            if fresh:
+                writes.append((token_id, fresh))
             elif blob is not None:
                 emptied.append((token_id,))
         conn.executemany("INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)", writes)
@@ -613,7 +689,7 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def _unindex_many(
-    conn: sqlite3.Connection, rows: list[tuple[int, str]], deferred: Counter[str] | None = None
+    conn: sqlite3.Connection, rows: list[tuple[int, str]], deferred: DfChanges | None = None
 ) -> Counter[str]:
     """``_index_tokens(conn, rowid, toks.split(), -1)`` for each ``(rowid, toks)``, batched.
 
@@ -875,8 +951,10 @@ class SqlStore(MemoryStore):
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
         #: (tick, version, damaged, data) then, so an unchanged heir is not written twice.
         self._heirs_written: dict[str, tuple[int, int, bool, str]] = {}
-        #: While ``merge_batches`` runs (SQLite), the ``df`` changes not written yet.
-        self._df_deferred: Counter[str] | None = None
+        #: While ``merge_batches`` runs (SQLite), the ``df`` changes not written yet,
+        #: and the buried rows' columns and the lineage (``_RowWrites``).
+        self._df_deferred: DfChanges | None = None
+        self._rows_deferred: _RowWrites | None = None
 
     # -- rows -----------------------------------------------------------------------
 
@@ -1275,15 +1353,24 @@ class SqlStore(MemoryStore):
         """
         clipped: list[float] = []
         with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
-            if isinstance(self.conn, sqlite3.Connection):  # and each df changed once
-                self._df_deferred = Counter()
+            if isinstance(self.conn, sqlite3.Connection):  # and each df changed once,
+                self._df_deferred = DfChanges()
+                self._rows_deferred = _RowWrites()  # and the burials in rowid order
             try:
                 self._merge_batches(batches, clipped)
             finally:
                 deferred, self._df_deferred = self._df_deferred, None
+                rows, self._rows_deferred = self._rows_deferred, None
+            if rows is not None:
+                rows.write(self.conn)
             if deferred:
                 change_df(self.conn, deferred)  # before the lists: they read df
         return clipped
+
+    def _write_deferred_rows(self) -> None:
+        """Write the rows ``merge_batches`` holds back now (before a write one by one)."""
+        if self._rows_deferred is not None:
+            self._rows_deferred.write(self.conn)
 
     def _merge_batches(
         self,
@@ -1328,6 +1415,7 @@ class SqlStore(MemoryStore):
             or len({h.id for h in heirs}) < len(heirs)
             or not isinstance(conn, sqlite3.Connection)
         ):
+            self._write_deferred_rows()
             for heir in heirs:
                 self._write(heir, True)
             return
@@ -1376,11 +1464,11 @@ class SqlStore(MemoryStore):
         if deferred is None:
             apply_list_changes(conn, changes)
         _bump(conn, "alive", len(heirs))
-        conn.executemany(
-            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
-            # by member (the key's order; a stable sort keeps the last write last)
-            sorted([(member, heir.id) for heir in heirs for member in heir.lineage], key=_first),
-        )
+        lineage = [(member, heir.id) for heir in heirs for member in heir.lineage]
+        if self._rows_deferred is not None:
+            self._rows_deferred.lineage += lineage
+        else:
+            _RowWrites(lineage=lineage).write(conn)
 
     def _write_buried(self, entries: list[MemoryEntry]) -> None:
         """Write living rows as dead (what ``write_entry`` does for a burial), batched."""
@@ -1402,6 +1490,7 @@ class SqlStore(MemoryStore):
                 rows[str(entry_id)] = (int(rowid), int(alive), str(toks), False)
         for entry in entries:
             if entry.id not in rows:  # no row yet: the one-by-one path inserts it
+                self._write_deferred_rows()
                 self._write(entry, False)
         entries = [e for e in entries if e.id in rows]
         version = self.backend.txn_version
@@ -1437,16 +1526,13 @@ class SqlStore(MemoryStore):
                     rowid,
                 )
             )
-        conn.executemany(
-            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
-            "damaged=?, version=? WHERE rowid=?",
-            sorted(columns, key=itemgetter(-1)),  # in rowid order: pages in sequence
-        )
-        conn.executemany(
-            "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
-            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
-            sorted(updates, key=itemgetter(-1)),
-        )
+        lineage = [(member, entry.id) for entry in entries for member in entry.lineage]
+        pending = self._rows_deferred if self._rows_deferred is not None else _RowWrites()
+        pending.columns += columns
+        pending.updates += updates
+        pending.lineage += lineage
+        if self._rows_deferred is None:
+            pending.write(conn)
         unlisted = [
             (rowid, toks) for rowid, alive, toks, _ in (rows[e.id] for e in entries) if alive
         ]
@@ -1461,10 +1547,6 @@ class SqlStore(MemoryStore):
                 apply_list_changes(conn, changes)
         if unlisted:
             _bump(conn, "alive", -len(unlisted))
-        conn.executemany(
-            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
-            [(member, entry.id) for entry in entries for member in entry.lineage],
-        )
         self._buried_written.update(e.id for e in entries)
 
     def charge_upkeep(
