@@ -818,3 +818,85 @@ def test_an_heir_holds_the_first_three_answers_and_every_source_once(
     assert heir.sources == sources
     assert heir.question == "q0" and heir.lineage == ids == [m.id for m in group]
     assert heir.uses == sum(range(len(rows))) and heir.born_cycle == 7
+
+
+def test_a_consolidation_failing_after_some_batches_leaves_the_store_as_it_was(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are written while the join goes on: an error in a later batch rolls back
+    the earlier ones too, and the next tick merges as an undisturbed one does."""
+    import shutil
+
+    from darwin_memo.backends.sqlite import SqliteBackend
+    from darwin_memo.backends.sqlstore import SqlStore
+    from darwin_memo.ledger import Ledger
+
+    consolidate = sys.modules["darwin_memo.consolidate"]
+    rnd = random.Random(8)
+    built = tmp_path / "built.db"
+    backend = SqliteBackend(built)
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
+    for i, words in enumerate(_templated_sets(rnd, 150)):
+        store.add(MemoryEntry(" ".join(sorted(words)) or "empty", "", id=f"e{i:03d}"))
+    backend.close()
+    path, undisturbed = tmp_path / "store.db", tmp_path / "undisturbed.db"
+    shutil.copy(built, path)
+    shutil.copy(built, undisturbed)
+
+    def dump(db: Any) -> dict[str, list[Any]]:
+        conn = sqlite3.connect(db)
+        try:
+            names = [
+                n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            return {n: sorted(map(repr, conn.execute(f"SELECT * FROM {n}"))) for n in names}
+        finally:
+            conn.close()
+
+    def groups(db: Any) -> list[list[str]]:
+        conn = sqlite3.connect(db)
+        try:
+            by_heir: dict[str, list[str]] = {}
+            for member, heir in conn.execute("SELECT member, heir FROM lineage"):
+                by_heir.setdefault(heir, []).append(member)
+            return sorted(sorted(g) for g in by_heir.values())
+        finally:
+            conn.close()
+
+    def tick(db: Any) -> dict[str, Any]:
+        ledger = Ledger.open(db, create=False)
+        ledger.config.consolidate_every = 1
+        try:
+            return ledger.tick()
+        finally:
+            ledger.close()
+
+    before = dump(path)
+    split = consolidate._group_batches
+
+    def one_group_a_batch(*args: Any, **kwargs: Any) -> Iterator[list[list[MemoryEntry]]]:
+        for batch in split(*args, **kwargs):
+            for group in batch:
+                yield [group]
+
+    written: list[int] = []
+    write_heirs = SqlStore._write_heirs
+
+    def failing(self: SqlStore, heirs: list[MemoryEntry]) -> None:
+        written.append(len(heirs))
+        if len(written) == 3:
+            raise RuntimeError("the disk went away")
+        write_heirs(self, heirs)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(consolidate, "_group_batches", one_group_a_batch)
+        mp.setattr(SqlStore, "_write_heirs", failing)
+        with pytest.raises(RuntimeError, match="disk went away"):
+            tick(path)
+    assert written == [1, 1, 1]  # two batches were written before the third failed
+    assert dump(path) == before
+    assert tick(path)["merges"] == tick(undisturbed)["merges"] >= 3
+    assert groups(path) == groups(undisturbed)
+    conn = sqlite3.connect(path)
+    check_lists(conn)
+    conn.close()
