@@ -1345,11 +1345,12 @@ class SqlStore(MemoryStore):
         """``merge_many`` over batches of merges, each batch written as it comes.
 
         Consolidation hands the batches over as the compiled join (on a thread of its
-        own) finds them: a batch's members are buried and its heirs written while the
-        join looks for the next. The token lists (packs and blocks) are rewritten once,
-        after the last batch, and the page cache may grow to ``BULK_CACHE_KIB`` so that
-        rows written batch after batch stay in memory until the commit. The clipped
-        energy of each merge, in order.
+        own) finds them: a batch is merged in memory and its heirs are written while
+        the join looks for the next. What is cheaper in one pass waits for the last
+        batch (SQLite): the burials' row updates and the lineage (``_RowWrites``, in key
+        order), the ``df`` changes, the token lists (packs and blocks). The page cache
+        may grow to ``BULK_CACHE_KIB`` meanwhile. The clipped energy of each merge, in
+        order.
         """
         clipped: list[float] = []
         with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
