@@ -900,3 +900,94 @@ def test_a_consolidation_failing_after_some_batches_leaves_the_store_as_it_was(
     conn = sqlite3.connect(path)
     check_lists(conn)
     conn.close()
+
+
+def test_a_merge_notes_its_members_once_by_its_heir(tmp_path: Any) -> None:
+    """Each member's history ends "merged into HEIR", on SQLite as on a JSON store; SQLite
+    (schema 9) holds that note once per merge, by its heir, and reads it through the
+    member's lineage row: in ``history``, ``all_history`` and after reopening."""
+    from darwin_memo.ledger import Ledger
+
+    def shape(notes: list[Any], heir: str | None) -> list[tuple[Any, ...]]:
+        out = []
+        for n in notes:
+            text = n["text"].replace(heir, "HEIR") if heir else n["text"]
+            out.append((n.get("event"), text, n.get("heir") == heir, n.get("tick")))
+        return out
+
+    shapes = []
+    for name in ("store.json", "store.db"):
+        ledger = Ledger.open(tmp_path / name)
+        added = [
+            ledger.add(f"How do I restart worker {k} of the queue?", f"Run restart-{k}. ({i})").id
+            for k in range(3)
+            for i in range(4)
+        ]
+        ledger.config.consolidate_every = 1
+        merges = sum(ledger.tick()["merges"] for _ in range(4))
+        assert merges >= 3
+        heirs = {i: getattr(ledger.heir_of(i), "id", None) for i in added}
+        merged = [i for i in added if heirs[i] is not None]
+        assert len(merged) >= 6
+        seen = {i: shape(ledger.history(i), heirs[i]) for i in added}
+        assert all(seen[i][-1][:3] == ("merged", seen[i][-1][1], True) for i in merged)
+        if name == "store.db":
+            conn = sqlite3.connect(tmp_path / name)
+            folded = conn.execute("SELECT COUNT(*) FROM merge_notes").fetchone()[0]
+            per_member = conn.execute(
+                'SELECT COUNT(*) FROM notes WHERE data LIKE \'%"event":"merged"%\''
+            ).fetchone()[0]
+            conn.close()
+            assert folded == merges and per_member == 0  # one note per merge, in all
+            everything = ledger.backend.all_history()  # type: ignore[union-attr]
+            assert all(everything[i] == ledger.history(i) for i in merged)
+            ledger.close()
+            ledger = Ledger.open(tmp_path / name)
+            assert {i: shape(ledger.history(i), heirs[i]) for i in added} == seen
+            assert f"merged into {heirs[merged[0]]}" in ledger.obituary(merged[0])
+        ledger.close()
+        shapes.append([seen[i] for i in added])  # ids are random: in the order added
+    assert shapes[0] == shapes[1]
+
+
+def test_members_noted_one_by_one_before_schema_9_read_alike(tmp_path: Any) -> None:
+    """A store whose members' "merged" notes are rows of their own (as written before
+    m009) reads the same histories after the migration, without a second copy, and
+    its next merges are noted once by their heirs."""
+    from darwin_memo.ledger import Ledger
+
+    path = tmp_path / "store.db"
+    ledger = Ledger.open(path)
+    ids = [
+        ledger.add(f"How do I drain node {k} before an upgrade?", f"Cordon node-{k}. ({i})").id
+        for k in range(2)
+        for i in range(3)
+    ]
+    ledger.config.consolidate_every = 1
+    assert sum(ledger.tick()["merges"] for _ in range(4)) >= 2
+    before = {i: ledger.history(i) for i in ids}
+    ledger.close()
+    conn = sqlite3.connect(path)  # as darwin-memo wrote it before schema 9
+    conn.execute(
+        "INSERT INTO notes (entry_id, data) SELECT l.member, m.data "
+        "FROM lineage AS l JOIN merge_notes AS m ON m.heir = l.heir ORDER BY l.member"
+    )
+    conn.execute("DROP TABLE merge_notes")
+    conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
+    conn.commit()
+    conn.close()
+
+    ledger = Ledger.open(path)  # migrates: merge_notes, empty
+    assert {i: ledger.history(i) for i in ids} == before
+    assert all(ledger.backend.all_history()[i] == before[i] for i in ids)  # type: ignore[union-attr]
+    newer = [
+        ledger.add("How do I rotate the signing key?", f"Run rotate-key. ({i})").id
+        for i in range(3)
+    ]
+    assert sum(ledger.tick()["merges"] for _ in range(4)) >= 1
+    heir = ledger.heir_of(newer[0])
+    assert heir is not None and ledger.history(newer[0])[-1]["heir"] == heir.id
+    ledger.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM merge_notes").fetchone()[0] >= 1
+    conn.close()

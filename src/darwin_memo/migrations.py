@@ -313,3 +313,26 @@ def m008_tokens_by_text(conn: sqlite3.Connection) -> None:
         ALTER TABLE tokens_by_text RENAME TO tokens
         """,
     )
+
+
+@migration(9, "m009_merge_notes")
+def m009_merge_notes(conn: sqlite3.Connection) -> None:
+    """One "merged" note per merge instead of one per member.
+
+    A consolidation notes each member "merged into HEIR at tick T": the same note for
+    every member of a group, and a first consolidation of a large store makes hundreds
+    of thousands (about 170 bytes of row and index each). From schema 9 the note is
+    held once, by its heir, in ``merge_notes``; a member's history reads it through
+    its ``lineage`` row, after its own notes (nothing notes a dead entry). Notes
+    written before stay in ``notes`` as they are; the version keeps older darwin-memo
+    from reading a member's history without its last note.
+    """
+    _script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS merge_notes (
+            heir TEXT PRIMARY KEY,
+            data TEXT NOT NULL
+        ) WITHOUT ROWID
+        """,
+    )

@@ -411,6 +411,7 @@ class PostgresBackend(SqliteBackend):
 
     kind = "postgres"
     history_in_memory = False
+    merge_notes_held = False  # a notes row per member, as before SQLite's schema 9
 
     def __init__(self, url: str, *, create: bool = True, lock_timeout: float | None = None) -> None:
         try:

@@ -44,9 +44,21 @@ def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+def _merge_note_heir(note: Any) -> str | None:
+    """The heir of a member's "merged" note (held once per merge, schema 9), or None."""
+    if isinstance(note, dict) and note.get("event") == "merged":
+        heir = note.get("heir")
+        if isinstance(heir, str):
+            return heir
+    return None
+
+
 class SqliteBackend:
     kind = "sqlite"
     history_in_memory = False
+    #: A merge's note to its members is one ``merge_notes`` row by its heir (schema 9);
+    #: PostgreSQL, which speaks this class's SQL, keeps a ``notes`` row per member.
+    merge_notes_held = True
 
     def __init__(
         self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
@@ -339,12 +351,30 @@ class SqliteBackend:
         if changes.notes:
             encoded: dict[int, str] = {}  # a note shared by several entries: encoded once
             rows = []
+            # A merge's note to its members is held once, by its heir (schema 9): where
+            # the heir's lineage holds the member (its lineage row leads to the note)
+            # and the note is the heir's one note to its members.
+            merged: dict[str, str] = {}
+            lineages: dict[str, frozenset[str]] = {}
             for entry_id, note in changes.notes:
                 text = encoded.get(id(note))
                 if text is None:
                     text = encoded[id(note)] = _dumps(note)
+                heir = _merge_note_heir(note) if self.merge_notes_held else None
+                if heir is not None:
+                    members = lineages.get(heir)
+                    if members is None:
+                        held = store.get(heir)
+                        members = lineages[heir] = frozenset(held.lineage if held else ())
+                    if entry_id in members and merged.setdefault(heir, text) == text:
+                        continue
                 rows.append((entry_id, text))
             self.conn.executemany("INSERT INTO notes (entry_id, data) VALUES (?, ?)", rows)
+            if merged:
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO merge_notes (heir, data) VALUES (?, ?)",
+                    sorted(merged.items()),
+                )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
             [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],
@@ -384,17 +414,32 @@ class SqliteBackend:
     # -- the journal and notes ----------------------------------------------------
 
     def history(self, entry_id: str) -> list[Any]:
-        return [
-            loads(data)
-            for (data,) in self.conn.execute(
-                "SELECT data FROM notes WHERE entry_id = ? ORDER BY seq", (entry_id,)
-            )
-        ]
+        own = self.conn.execute(
+            "SELECT data FROM notes WHERE entry_id = ? ORDER BY seq", (entry_id,)
+        ).fetchall()
+        if self.merge_notes_held:  # the merge that took it (schema 9), its last note
+            own += self.conn.execute(
+                "SELECT m.data FROM lineage AS l JOIN merge_notes AS m ON m.heir = l.heir "
+                "WHERE l.member = ?",
+                (entry_id,),
+            ).fetchall()
+        return [loads(data) for (data,) in own]
 
     def all_history(self) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
         for entry_id, data in self.conn.execute("SELECT entry_id, data FROM notes ORDER BY seq"):
             out.setdefault(entry_id, []).append(loads(data))
+        if not self.merge_notes_held:
+            return out
+        notes = {
+            heir: loads(data)
+            for heir, data in self.conn.execute("SELECT heir, data FROM merge_notes")
+        }
+        if notes:
+            for member, heir in self.conn.execute("SELECT member, heir FROM lineage"):
+                note = notes.get(heir)
+                if note is not None:
+                    out.setdefault(member, []).append(dict(note))
         return out
 
     def events(self) -> Iterator[dict[str, Any]]:
