@@ -991,3 +991,43 @@ def test_members_noted_one_by_one_before_schema_9_read_alike(tmp_path: Any) -> N
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM merge_notes").fetchone()[0] >= 1
     conn.close()
+
+
+def test_a_merged_note_not_to_exactly_the_heirs_lineage_stays_a_row_of_its_own(
+    tmp_path: Any,
+) -> None:
+    """Only a merge's one note to exactly its lineage is held once: a "merged" note to
+    anyone else, or differing between members, is written (and read) as a notes row."""
+    from darwin_memo.ledger import Ledger
+
+    path = tmp_path / "store.db"
+    ledger = Ledger.open(path)
+    ids = [
+        ledger.add("How do I clear the build cache?", f"Run make clean. ({i})").id for i in range(3)
+    ]
+    other = ledger.add("Which port does the api listen on?", "8080.").id
+    ledger.config.consolidate_every = 1
+    assert sum(ledger.tick()["merges"] for _ in range(4)) >= 1
+    heir = ledger.heir_of(ids[0])
+    assert heir is not None
+    members = list(heir.lineage)
+    before = {i: ledger.history(i) for i in members}
+    stray = {"tick": 9, "ts": "t", "text": f"merged into {heir.id}", "event": "merged"}
+    stray["heir"] = heir.id
+    with ledger._op() as changes:  # a note naming the heir, to an entry not of its lineage
+        changes.notes.append((other, stray))
+        changes.touched.add(other)  # (notes alone do not make a write)
+    with ledger._op() as changes:  # and two that differ, to its members
+        changes.notes += [(m, {**stray, "text": f"again {n}"}) for n, m in enumerate(members)]
+        changes.touched.add(other)
+    assert ledger.history(other)[-1] == stray
+    for n, m in enumerate(members):  # its own rows in order, then the merge's note
+        again = {**stray, "text": f"again {n}"}
+        assert ledger.history(m) == [*before[m][:-1], again, before[m][-1]]
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT COUNT(*) FROM notes WHERE data LIKE '%\"heir\"%'").fetchone()[0]
+    held = conn.execute("SELECT COUNT(*) FROM merge_notes").fetchone()[0]
+    conn.close()
+    assert rows == 1 + len(members)  # the stray ones, each a row
+    assert held >= 1  # the merge's own, still once
+    ledger.close()

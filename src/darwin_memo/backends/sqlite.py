@@ -350,30 +350,33 @@ class SqliteBackend:
             )
         if changes.notes:
             encoded: dict[int, str] = {}  # a note shared by several entries: encoded once
-            rows = []
-            # A merge's note to its members is held once, by its heir (schema 9): where
-            # the heir's lineage holds the member (its lineage row leads to the note)
-            # and the note is the heir's one note to its members.
-            merged: dict[str, str] = {}
-            lineages: dict[str, frozenset[str]] = {}
+            noted: list[tuple[str, str, str | None]] = []
+            # A merge's note to its members is held once, by its heir (schema 9), where
+            # it is one note (one text) to exactly the members of the heir's lineage:
+            # their lineage rows lead each of them, and only them, to it.
+            merged: dict[str, tuple[str, set[str]] | None] = {}
             for entry_id, note in changes.notes:
                 text = encoded.get(id(note))
                 if text is None:
                     text = encoded[id(note)] = _dumps(note)
                 heir = _merge_note_heir(note) if self.merge_notes_held else None
+                noted.append((entry_id, text, heir))
                 if heir is not None:
-                    members = lineages.get(heir)
-                    if members is None:
-                        held = store.get(heir)
-                        members = lineages[heir] = frozenset(held.lineage if held else ())
-                    if entry_id in members and merged.setdefault(heir, text) == text:
-                        continue
-                rows.append((entry_id, text))
+                    held = merged.setdefault(heir, (text, set()))
+                    if held is not None and held[0] == text and entry_id not in held[1]:
+                        held[1].add(entry_id)
+                    else:
+                        merged[heir] = None  # written as rows of their own
+            for heir, held in merged.items():
+                entry = store.get(heir)
+                if held is not None and (entry is None or held[1] != set(entry.lineage)):
+                    merged[heir] = None
+            rows = [(i, text) for i, text, heir in noted if heir is None or merged[heir] is None]
             self.conn.executemany("INSERT INTO notes (entry_id, data) VALUES (?, ?)", rows)
-            if merged:
+            once = sorted((heir, held[0]) for heir, held in merged.items() if held is not None)
+            if once:
                 self.conn.executemany(
-                    "INSERT OR REPLACE INTO merge_notes (heir, data) VALUES (?, ?)",
-                    sorted(merged.items()),
+                    "INSERT OR REPLACE INTO merge_notes (heir, data) VALUES (?, ?)", once
                 )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
