@@ -1145,13 +1145,12 @@ def _merge_groups(
     # With the compiled join on another thread, the members of the groups found so far
     # are read, their heirs made and (a database store) their rows written while it
     # looks for the next.
+    many = getattr(store, "merge_batches", None)
     with contextlib.closing(batches):  # an error here stops a join still running
-        many = getattr(store, "merge_batches", None)
         if many is not None:
             clipped = many(made())
         else:
-            for _ in made():
-                pass
+            planned += [_heir(group, cycle) for batch in batches for group in batch]
             clipped = [store.merge_into(heir, ids) for heir, ids in planned]
     return [
         Merge(heir, tuple(ids), clip) for (heir, ids), clip in zip(planned, clipped, strict=True)
