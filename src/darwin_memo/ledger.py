@@ -1017,7 +1017,11 @@ class Ledger:
                 "without one, e.g. by darwin-memo 0.7.1); the next write through this version "
                 "records a snapshot to verify from"
             ]
-        return verify_ledger(self)
+        problems = verify_ledger(self)
+        sums = getattr(self.store, "sums_problems", None)  # SQLite's running sums
+        if sums is not None:
+            problems += sums()
+        return problems
 
     def events(self) -> Iterator[dict[str, Any]]:
         """The journal, oldest first."""

@@ -432,20 +432,34 @@ class StoreView:
         store = ledger.store
         conn = self.sql
         if conn is not None:
-            tick, upkeep = ledger.tick_count, store.upkeep
-            rows = conn.execute(
-                # "+alive": a plain scan beats an index walk with a row lookup per entry
-                f"SELECT kind, SUM({_balance_sql()}) FROM entries WHERE +alive = 1 GROUP BY kind",
-                {"t": tick, "u": upkeep},
-            ).fetchall()
-            total = math.fsum(float(v or 0.0) for _, v in rows)
-            shares = (
-                {str(k): round(float(v or 0.0) / total, 3) for k, v in rows} if total > 0 else {}
-            )
+            exact_balances = getattr(store, "exact_balances", None)
+            balances = exact_balances() if exact_balances is not None else None
+            if balances is not None:  # the running sums (schema 10): no scan
+                from .backends.sums import ONE
+
+                whole = sum(balances.values())
+                total = whole / ONE
+                shares = {k: round(balances[k] / whole, 3) for k in sorted(balances)}
+                shares = shares if whole > 0 else {}
+                kinds = sorted(balances)
+            else:
+                tick, upkeep = ledger.tick_count, store.upkeep
+                rows = conn.execute(
+                    # "+alive": a plain scan beats an index walk with a row lookup per entry
+                    f"SELECT kind, SUM({_balance_sql()}) FROM entries WHERE +alive = 1 "
+                    "GROUP BY kind",
+                    {"t": tick, "u": upkeep},
+                ).fetchall()
+                total = math.fsum(float(v or 0.0) for _, v in rows)
+                shares = (
+                    {str(k): round(float(v or 0.0) / total, 3) for k, v in rows}
+                    if total > 0
+                    else {}
+                )
+                kinds = sorted(str(k) for k, _ in rows)
             pinned = conn.execute(
                 "SELECT COUNT(*) FROM entries WHERE alive = 1 AND pinned = 1"
             ).fetchone()[0]
-            kinds = sorted(str(k) for k, _ in rows)
             stats = {
                 "alive": len(store),
                 "graveyard": store.dead_count(),

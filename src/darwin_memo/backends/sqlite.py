@@ -314,15 +314,24 @@ class SqliteBackend:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._raise(exc, "start a write")
+        from .sqlstore import SqlStore
+
         try:
-            self._sync(ledger)
+            self._sync(ledger)  # (a stale ledger gets a store of its own here)
             self.txn_version = self._seen + 1  # _sync left _seen at the store's version
+            store = ledger.store
+            assert isinstance(store, SqlStore)
+            store.reset_sums()  # another process may have changed them since
             ledger._begin_journal(changes)
             yield
             if changes.events or changes.touched or changes.opened or changes.closed:
                 self._write(ledger, changes)
+            store.save_sums()
+            store.reset_sums()
             self.conn.execute("COMMIT")
         except BaseException as exc:
+            if isinstance(ledger.store, SqlStore):
+                ledger.store.reset_sums()
             ledger._stale = True
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")

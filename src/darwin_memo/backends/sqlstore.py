@@ -39,6 +39,7 @@ from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
 from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_compact, read_entry
+from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,9 +93,10 @@ class ListChanges(dict[str, dict[int, bool]]):
 
 
 _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data, kind"
-#: A consolidation member's row as read for its burial: rowid, alive, toks, and
-#: whether its ``data`` is the entry as held (read from that row, not from the cache).
-_MemberRow = tuple[int, int, str, bool]
+#: A consolidation member's row as read for its burial: rowid, alive, toks, whether
+#: its ``data`` is the entry as held (read from that row, not from the cache), and
+#: kind, energy, anchor and pinned (what it leaves the running sums).
+_MemberRow = tuple[int, int, str, bool, str, float, int, int]
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
 _BIT_OF_LOW = bytes(1 << (b & 7) for b in range(256))  # a rowid's bit in its byte, by low byte
@@ -728,6 +730,15 @@ def unsettle(conn: sqlite3.Connection, rowids: list[int]) -> None:
     conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(r,) for r in rowids])
 
 
+def _keeps_sums(conn: sqlite3.Connection) -> bool:
+    """Whether the store keeps ``energy_sums`` (SQLite from schema 10; PostgreSQL scans)."""
+    return isinstance(conn, sqlite3.Connection) and bool(
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'energy_sums'"
+        ).fetchone()
+    )
+
+
 def write_entry(
     conn: sqlite3.Connection,
     entry: MemoryEntry,
@@ -738,13 +749,16 @@ def write_entry(
     upkeep: float,
     version: int,
     deferred: ListChanges | None = None,
+    sums: EnergySums | None = None,
 ) -> None:
     """Insert or update one row, keeping the index and the counters in step.
 
-    With ``deferred``, the packs and blocks are left to ``apply_list_changes``.
+    With ``deferred``, the packs and blocks are left to ``apply_list_changes``; with
+    ``sums``, the row leaves and joins them (``backends.sums``) as it was and is.
     """
     row = conn.execute(
-        "SELECT rowid, alive, toks FROM entries WHERE id = ?", (entry.id,)
+        "SELECT rowid, alive, toks, pinned, energy, anchor, kind FROM entries WHERE id = ?",
+        (entry.id,),
     ).fetchone()
     toks = entry_tokens(entry)
     toks_text = " ".join(toks)
@@ -783,6 +797,11 @@ def write_entry(
             unsettle(conn, [rowid])
     if alive != was_alive:
         _bump(conn, "alive", 1 if alive else -1)
+    if sums is not None:
+        if row is not None and was_alive and not row[3]:
+            sums.add(str(row[6]), float(row[4]), int(row[5]), -1)
+        if alive and not entry.pinned:
+            sums.add(entry.kind.value, entry.energy, tick)
     for member in entry.lineage:
         conn.execute(
             "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
@@ -806,6 +825,7 @@ def write_entries_bulk(
     """
     if conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None:
         raise ValueError("write_entries_bulk needs an empty store")
+    sums = EnergySums() if _keeps_sums(conn) else None
     token_rows: dict[str, list[int]] = {}
     lineage: list[tuple[str, str]] = []
     batch: list[tuple[Any, ...]] = []
@@ -828,6 +848,8 @@ def write_entries_bulk(
         toks = entry_tokens(entry)
         if alive:
             alive_count += 1
+            if sums is not None and not entry.pinned:
+                sums.add(entry.kind.value, entry.energy, tick)
             for t in toks:
                 plist = token_rows.get(t)
                 if plist is None:
@@ -874,6 +896,9 @@ def write_entries_bulk(
         new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
     _bump(conn, "alive", alive_count)
+    if sums is not None:  # the store was empty: these rows are all it sums
+        conn.execute("DELETE FROM energy_sums")
+        sums.write(conn)
     return rowid
 
 
@@ -955,6 +980,11 @@ class SqlStore(MemoryStore):
         #: and the buried rows' columns and the lineage (``_RowWrites``).
         self._df_deferred: DfChanges | None = None
         self._rows_deferred: _RowWrites | None = None
+        #: Whether the store keeps ``energy_sums`` (SQLite; PostgreSQL scans), and the
+        #: sums as this write transaction leaves them (read at its first change,
+        #: written before its commit: ``save_sums``; None outside one).
+        self._sums_kept = _keeps_sums(self.conn)
+        self._sums: EnergySums | None = None
 
     # -- rows -----------------------------------------------------------------------
 
@@ -992,7 +1022,9 @@ class SqlStore(MemoryStore):
             upkeep=self.upkeep,
             version=self.backend.txn_version,
             deferred=self._deferred,
+            sums=self._changing_sums(),
         )
+        self._sums_written()
 
     @contextlib.contextmanager
     def deferred_lists(self) -> Iterator[None]:
@@ -1269,7 +1301,10 @@ class SqlStore(MemoryStore):
                 rows[int(row[0])] = tuple(row)
                 entry_id = str(row[1])
                 fresh = entry_id not in self._population  # materialized from this row
-                keep[entry_id] = (int(row[0]), int(row[2]), str(toks), fresh)
+                keep[entry_id] = (
+                    int(row[0]), int(row[2]), str(toks), fresh,
+                    str(row[7]), float(row[3]), int(row[4]), int(row[5]),
+                )  # fmt: skip
         out = []
         for rowid in rowids:
             row = rows[rowid]
@@ -1461,6 +1496,10 @@ class SqlStore(MemoryStore):
             rows,
         )
         add_df(conn, counts, self._df_deferred)
+        sums = self._changing_sums()
+        if sums is not None:
+            sums.add_rows((h.kind.value, h.energy, self.tick) for h in heirs if not h.pinned)
+            self._sums_written()
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
             apply_list_changes(conn, changes)
@@ -1485,10 +1524,15 @@ class SqlStore(MemoryStore):
             missing = [e.id for e in entries if e.id not in rows]
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
-            for entry_id, rowid, alive, toks in conn.execute(
-                f"SELECT id, rowid, alive, toks FROM entries WHERE id IN ({marks})", chunk
+            for entry_id, rowid, alive, toks, kind, energy, anchor, pinned in conn.execute(
+                "SELECT id, rowid, alive, toks, kind, energy, anchor, pinned FROM entries "
+                f"WHERE id IN ({marks})",
+                chunk,
             ):
-                rows[str(entry_id)] = (int(rowid), int(alive), str(toks), False)
+                rows[str(entry_id)] = (
+                    int(rowid), int(alive), str(toks), False,
+                    str(kind), float(energy), int(anchor), int(pinned),
+                )  # fmt: skip
         for entry in entries:
             if entry.id not in rows:  # no row yet: the one-by-one path inserts it
                 self._write_deferred_rows()
@@ -1500,7 +1544,7 @@ class SqlStore(MemoryStore):
         updates = []  # the entry as held written too
         columns = []  # a member read from its row for this burial: only the columns
         for entry in entries:
-            rowid, _alive, _toks, as_read = rows[entry.id]
+            rowid, _alive, _toks, as_read, *_ = rows[entry.id]
             if as_read:
                 # The burial changed its balance only, and a dead entry's balance is
                 # read from ``energy``: its JSON stays as it was (``_materialize``).
@@ -1534,9 +1578,12 @@ class SqlStore(MemoryStore):
         pending.lineage += lineage
         if self._rows_deferred is None:
             pending.write(conn)
-        unlisted = [
-            (rowid, toks) for rowid, alive, toks, _ in (rows[e.id] for e in entries) if alive
-        ]
+        held = [rows[e.id] for e in entries]
+        unlisted = [(row[0], row[2]) for row in held if row[1]]
+        sums = self._changing_sums()
+        if sums is not None:  # the living unpinned leave the sums as their rows held them
+            sums.add_rows(((row[4], row[5], row[6]) for row in held if row[1] and not row[7]), -1)
+            self._sums_written()
         counts = _unindex_many(conn, unlisted, self._df_deferred)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else ListChanges()
@@ -1592,7 +1639,73 @@ class SqlStore(MemoryStore):
                 buried.append(entry)
         return buried
 
+    # -- the running sums (schema 10) ------------------------------------------------
+
+    def reset_sums(self) -> None:
+        """Forget the sums held (a write transaction starts or ends)."""
+        self._sums = None
+
+    def _changing_sums(self) -> EnergySums | None:
+        """The sums this write transaction changes (None where the store keeps none)."""
+        if not self._sums_kept:
+            return None
+        if self._sums is None:
+            self._sums = read_sums(self.conn)
+        return self._sums
+
+    def save_sums(self) -> None:
+        """Write the sums this transaction changed (before its commit)."""
+        if self._sums is not None and self._sums.changed:
+            self._sums.write(self.conn)
+
+    def _sums_written(self) -> None:
+        """After a write: outside a transaction (a store used without a ledger, each
+        statement its own), the sums changed are written now, and read again next."""
+        if self._sums is not None and not self.conn.in_transaction:
+            self.save_sums()
+            self._sums = None
+
+    def exact_balances(self) -> dict[str, int] | None:
+        """Each kind's balance now, exact (``sums.ONE`` is 1.0), from the running sums
+        and the pinned rows; None where the sums cannot say (PostgreSQL)."""
+        if not self._sums_kept:
+            return None
+        sums = self._sums if self._sums is not None else read_sums(self.conn)
+        # A row anchored after this tick (none is: rows are written at the store's
+        # tick) would not have paid for ticks yet to come: the scan then.
+        (top,) = self.conn.execute(
+            "SELECT MAX(anchor) FROM entries WHERE alive = 1 AND pinned = 0"
+        ).fetchone()
+        if top is not None and int(top) > self.tick:
+            return None
+        totals = sums.totals(self.tick, self.upkeep)
+        for kind, energy, anchor in self.conn.execute(
+            "SELECT kind, energy, anchor FROM entries WHERE alive = 1 AND pinned = 1"
+        ):
+            now = exact(self._energy_now(float(energy), int(anchor), True))
+            totals[str(kind)] = totals.get(str(kind), 0) + now
+        return totals
+
+    def sums_problems(self) -> list[str]:
+        """Where the running sums disagree with a scan of the rows (empty: they agree)."""
+        if not self._sums_kept:
+            return []
+        from .sums import scan_sums
+
+        held, found = read_sums(self.conn), scan_sums(self.conn)
+        if held == found:
+            return []
+        return [
+            f"energy_sums: kind {kind!r} holds {held.kinds.get(kind, [0, 0, 0])} "
+            f"(rows, anchors, exact energy), the rows {found.kinds.get(kind, [0, 0, 0])}"
+            for kind in sorted(set(held.kinds) | set(found.kinds))
+            if held.kinds.get(kind, [0, 0, 0]) != found.kinds.get(kind, [0, 0, 0])
+        ]
+
     def total_energy(self) -> float:
+        totals = self.exact_balances()
+        if totals is not None:
+            return sum(totals.values()) / ONE  # rounded once
         row = self.conn.execute(
             "SELECT SUM(CASE WHEN pinned = 1 AND ? > anchor "
             "THEN MAX(0.0, energy - ? * (? - anchor)) "
@@ -1602,6 +1715,12 @@ class SqlStore(MemoryStore):
         return float(row[0] or 0.0)
 
     def energy_share_by_kind(self) -> dict[str, float]:
+        totals = self.exact_balances()
+        if totals is not None:
+            whole = sum(totals.values())
+            if whole <= 0:
+                return {}
+            return {kind: totals[kind] / whole for kind in sorted(totals)}
         rows = self.conn.execute(
             "SELECT kind, SUM(CASE WHEN pinned = 1 AND ? > anchor "
             "THEN MAX(0.0, energy - ? * (? - anchor)) "
