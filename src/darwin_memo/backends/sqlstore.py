@@ -1301,9 +1301,9 @@ class SqlStore(MemoryStore):
                 rows[int(row[0])] = tuple(row)
                 entry_id = str(row[1])
                 fresh = entry_id not in self._population  # materialized from this row
+                # (the columns as SQLite types them: TEXT, REAL, INTEGER NOT NULL)
                 keep[entry_id] = (
-                    int(row[0]), int(row[2]), str(toks), fresh,
-                    str(row[7]), float(row[3]), int(row[4]), int(row[5]),
+                    int(row[0]), int(row[2]), str(toks), fresh, row[7], row[3], row[4], row[5],
                 )  # fmt: skip
         out = []
         for rowid in rowids:

@@ -18,6 +18,7 @@ and equals what a scan of them finds (``scan_sums``; ``ledger verify`` compares 
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 
 __all__ = ["ONE", "EnergySums", "exact", "read_sums", "scan_sums"]
@@ -64,23 +65,23 @@ class EnergySums:
         self.changed.add(kind)
 
     def add_rows(self, rows: Iterable[tuple[str, float, int]], sign: int = 1) -> None:
-        """``add(kind, energy, anchor, sign)`` for each row, summed by kind first."""
-        by_kind: dict[str, list[int]] = {}
+        """``add(kind, energy, anchor, sign)`` for each row: by kind, each distinct
+        balance made exact once (a consolidation buries half a million rows, most of
+        them at a handful of balances)."""
+        by_kind: dict[str, tuple[list[float], list[int]]] = {}
         for kind, energy, anchor in rows:
-            held = by_kind.get(kind)
-            if held is None:
-                held = by_kind[kind] = [0, 0, 0]
-            n, d = energy.as_integer_ratio()
-            held[0] += 1
-            held[1] += anchor
-            held[2] += n << (1075 - d.bit_length())
-        for kind, (count, anchors, energies) in by_kind.items():
+            lists = by_kind.get(kind)
+            if lists is None:
+                lists = by_kind[kind] = ([], [])
+            lists[0].append(energy)
+            lists[1].append(anchor)
+        for kind, (energies, anchors) in by_kind.items():
             held = self.kinds.get(kind)
             if held is None:
                 held = self.kinds[kind] = [0, 0, 0]
-            held[0] += sign * count
-            held[1] += sign * anchors
-            held[2] += sign * energies
+            held[0] += sign * len(energies)
+            held[1] += sign * sum(anchors)
+            held[2] += sign * sum(exact(e) * n for e, n in Counter(energies).items())
             self.changed.add(kind)
 
     def totals(self, tick: int, upkeep: float) -> dict[str, int]:
