@@ -73,7 +73,7 @@ def test_migrations_are_recorded_per_store_and_newer_refused(pg_cluster: Any) ->
     dsn = pg_cluster.url("x").split("?")[0]
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
-        assert rows == [(1, "m001_initial"), (2, "m002_compact_rows")]
+        assert rows == [(1, "m001_initial"), (2, "m002_compact_rows"), (3, "m003_energy_sums")]
         conn.execute(f"INSERT INTO {schema}.schema_migrations VALUES (999, 'm999', 'later')")
     with pytest.raises(StoreFormatError, match="schema version 999"):
         Ledger.open(url)
@@ -350,3 +350,59 @@ def test_a_missing_store_is_named_without_its_password(pg_cluster: Any) -> None:
         assert "s3cret" not in done.stdout + done.stderr, args
         assert shown(url) in done.stdout + done.stderr, args
     assert "s3cret" not in shown("postgresql://ann:s3cret@h/db?store=Bad-Name")
+
+
+def _sums_sound(store: Any) -> None:
+    from darwin_memo.backends.sums import read_sums, scan_sums
+
+    assert store._sums_kept and store.sums_problems() == []
+    assert read_sums(store.conn) == scan_sums(store.conn)
+    rows = store.conn.execute("SELECT energy, anchor, pinned FROM entries WHERE alive = 1")
+    total = sum(store._energy_now(float(e), int(a), bool(p)) for e, a, p in rows)
+    assert abs(store.total_energy() - total) < 1e-9
+
+
+def test_running_sums_on_postgres_stay_those_of_the_rows(pg_cluster: Any) -> None:
+    """Writes in ledger transactions (settles, pins, ticks with merges), a store used
+    without a ledger, and a second host: the sums stay a scan's, and the totals match."""
+    url = pg_url(pg_cluster)
+    with Ledger.open(url) as a, Ledger.open(url) as b:
+        a.config.consolidate_every = b.config.consolidate_every = 2
+        for i in range(8):
+            (a if i % 2 else b).add(f"How do I restart worker {i % 3}?", f"Drain it first ({i}).")
+        a.pin(a.store.alive()[0].id)
+        for i in range(8):
+            ledger = a if i % 2 else b
+            ticket = ledger.decide(f"How do I restart worker {i % 3}?")
+            if ticket.deciding_entry:
+                ledger.settle(ticket.id, 0.6 * i - 2.0, "test")
+            (b if i % 2 else a).tick()
+        _sums_sound(a.store)
+        _sums_sound(b.store)
+        assert a.stats() == b.stats() and a.verify() == []
+    store = new_store("postgres")
+    store.add(MemoryEntry(CACHE_Q, CACHE_A, energy=2.5))
+    store.add(MemoryEntry("How do I rotate keys?", "Run rotate.", energy=1.25))
+    store.charge_upkeep()
+    store.bury(store.alive()[0].id)
+    _sums_sound(store)
+
+
+def test_a_postgres_store_from_before_its_schema_3_is_summed_when_opened(
+    pg_cluster: Any,
+) -> None:
+    import psycopg
+
+    url = pg_url(pg_cluster)
+    with Ledger.open(url) as ledger:
+        for i in range(5):
+            ledger.add(f"How do I restart worker {i}?", f"Drain it first ({i}).")
+        ledger.tick()
+        stats = ledger.stats()
+    schema = parse_url(url)[1]
+    with psycopg.connect(pg_cluster.url("x").split("?")[0], autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {schema}.energy_sums")
+        conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version >= 3")
+    with Ledger.open(url) as ledger:
+        assert ledger.stats() == stats
+        _sums_sound(ledger.store)

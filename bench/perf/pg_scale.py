@@ -217,6 +217,13 @@ def load_sqlite(db: Path, url: str, check: bool) -> dict[str, Any]:
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
                 f"GREATEST((SELECT MAX({column}) FROM {table}), 1))"
             )
+    # The running sums (``energy_sums``) of the rows just copied, as the migration fills them.
+    from darwin_memo.backends.sums import scan_sums
+
+    backend.pg.execute("BEGIN")
+    backend.pg.execute("DELETE FROM energy_sums")
+    scan_sums(backend.pg).write(backend.pg)  # type: ignore[arg-type]
+    backend.pg.execute("COMMIT")
     raw.execute("ANALYZE")
     out: dict[str, Any] = {"rows": rows}
     if check:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -142,7 +142,13 @@ def shown(store: object) -> str:
 
 # -- the SQLite dialect, spoken to PostgreSQL ------------------------------------------
 
-_PRIMARY_KEYS = {"meta": "key", "tickets": "id", "lineage": "member", "counters": "name"}
+_PRIMARY_KEYS = {
+    "meta": "key",
+    "tickets": "id",
+    "lineage": "member",
+    "counters": "name",
+    "energy_sums": "kind",
+}
 _REPLACE = re.compile(
     r"INSERT OR REPLACE INTO (\w+) \(([^)]*)\) VALUES \(([^)]*)\)", re.IGNORECASE | re.DOTALL
 )
@@ -253,6 +259,15 @@ class PgConnection:
         self._raw = raw
         self.reconnected = True
         return raw
+
+    def keeps_sums(self) -> bool:
+        """Whether the store has its ``energy_sums`` table (PostgreSQL schema 3)."""
+        row = self.execute(
+            "SELECT 1 FROM information_schema.tables "
+            "WHERE table_schema = ? AND table_name = 'energy_sums'",
+            (self.schema,),
+        ).fetchone()
+        return row is not None
 
     def in_transaction(self) -> bool:
         import psycopg
@@ -393,12 +408,27 @@ CREATE TABLE lineage (member TEXT PRIMARY KEY, heir TEXT NOT NULL);
 CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)
 """
 
-#: PostgreSQL's own numbered steps. Version 1 is SQLite's schema 3 in one step.
-#: Version 2 changes no table: rows written from it on are compact (SQLite's schema 7,
-#: ``migrations.m007_compact_rows``), which older darwin-memo must not read.
-PG_MIGRATIONS: list[tuple[int, str, str]] = [
+
+def _m003_energy_sums(conn: PgConnection) -> None:
+    """SQLite's schema 10 (``migrations.m010_energy_sums``): the running sums of the
+    living, unpinned balances by kind, filled from the rows."""
+    from .sums import scan_sums
+
+    conn.execute(
+        "CREATE TABLE energy_sums (kind TEXT PRIMARY KEY, entries BIGINT NOT NULL, "
+        "anchors BIGINT NOT NULL, energy TEXT NOT NULL)"
+    )
+    scan_sums(conn).write(conn)  # type: ignore[arg-type]
+
+
+#: PostgreSQL's own numbered steps: SQL, or a function of the connection. Version 1 is
+#: SQLite's schema 3 in one step. Version 2 changes no table: rows written from it on
+#: are compact (SQLite's schema 7, ``migrations.m007_compact_rows``), which older
+#: darwin-memo must not read. Version 3 is SQLite's schema 10 (``energy_sums``).
+PG_MIGRATIONS: list[tuple[int, str, str | Callable[[PgConnection], None]]] = [
     (1, "m001_initial", _SCHEMA_V1),
     (2, "m002_compact_rows", ""),
+    (3, "m003_energy_sums", _m003_energy_sums),
 ]
 
 
@@ -476,8 +506,11 @@ class PostgresBackend(SqliteBackend):
                     f"{self.path} has schema version {current}, newer than this darwin-memo "
                     f"understands ({known}); upgrade darwin-memo to open it"
                 )
-            for version, name, sql in PG_MIGRATIONS[current:]:
-                for statement in sql.split(";"):
+            for version, name, step in PG_MIGRATIONS[current:]:
+                if callable(step):
+                    step(conn)
+                    step = ""
+                for statement in step.split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute(
@@ -594,13 +627,20 @@ class PostgresBackend(SqliteBackend):
                 self.pg.execute("SET LOCAL synchronous_commit = off")
             self._sync(ledger)
             self.txn_version = self._current_version() + 1
+            store = ledger.store
+            assert isinstance(store, SqlStore)
+            store.reset_sums()  # another host may have changed them since
             ledger._begin_journal(changes)
             yield
             if changes.events or changes.touched or changes.opened or changes.closed:
                 self._write(ledger, changes)
+            store.save_sums()
+            store.reset_sums()
             self.pg.doing = COMMITTING
             self.pg.execute("COMMIT")
         except BaseException:
+            if isinstance(ledger.store, SqlStore):
+                ledger.store.reset_sums()
             ledger._stale = True
             self.pg.rollback()
             raise

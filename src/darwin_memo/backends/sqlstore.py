@@ -731,8 +731,11 @@ def unsettle(conn: sqlite3.Connection, rowids: list[int]) -> None:
 
 
 def _keeps_sums(conn: sqlite3.Connection) -> bool:
-    """Whether the store keeps ``energy_sums`` (SQLite from schema 10; PostgreSQL scans)."""
-    return isinstance(conn, sqlite3.Connection) and bool(
+    """Whether the store keeps ``energy_sums`` (SQLite from schema 10, PostgreSQL from 3)."""
+    if not isinstance(conn, sqlite3.Connection):
+        keeps = getattr(conn, "keeps_sums", None)
+        return bool(keeps()) if keeps is not None else False
+    return bool(
         conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'energy_sums'"
         ).fetchone()
@@ -980,7 +983,8 @@ class SqlStore(MemoryStore):
         #: and the buried rows' columns and the lineage (``_RowWrites``).
         self._df_deferred: DfChanges | None = None
         self._rows_deferred: _RowWrites | None = None
-        #: Whether the store keeps ``energy_sums`` (SQLite; PostgreSQL scans), and the
+        #: Whether the store keeps ``energy_sums`` (SQLite and PostgreSQL stores of
+        #: schema 10 and 3), and the
         #: sums as this write transaction leaves them (read at its first change,
         #: written before its commit: ``save_sums``; None outside one).
         self._sums_kept = _keeps_sums(self.conn)
@@ -1661,7 +1665,10 @@ class SqlStore(MemoryStore):
     def _sums_written(self) -> None:
         """After a write: outside a transaction (a store used without a ledger, each
         statement its own), the sums changed are written now, and read again next."""
-        if self._sums is not None and not self.conn.in_transaction:
+        if self._sums is None:
+            return
+        inside: Any = self.conn.in_transaction  # (PostgreSQL's connection: a method)
+        if not (inside() if callable(inside) else inside):
             self.save_sums()
             self._sums = None
 
