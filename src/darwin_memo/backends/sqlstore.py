@@ -1680,10 +1680,11 @@ class SqlStore(MemoryStore):
         sums = self._sums if self._sums is not None else read_sums(self.conn)
         # A row anchored after this tick (none is: rows are written at the store's
         # tick) would not have paid for ticks yet to come: the scan then.
-        (top,) = self.conn.execute(
-            "SELECT MAX(anchor) FROM entries WHERE alive = 1 AND pinned = 0"
+        # (one step down the balance index, written so on both SQLite and PostgreSQL)
+        top = self.conn.execute(
+            "SELECT anchor FROM entries WHERE alive = 1 AND pinned = 0 ORDER BY anchor DESC LIMIT 1"
         ).fetchone()
-        if top is not None and int(top) > self.tick:
+        if top is not None and int(top[0]) > self.tick:
             return None
         totals = sums.totals(self.tick, self.upkeep)
         for kind, energy, anchor in self.conn.execute(
