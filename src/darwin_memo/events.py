@@ -27,13 +27,67 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_LOG_KEEP",
     "EVENT_LOG_MAX_BYTES",
+    "PACKED_MIN_ENTRIES",
     "EventLog",
     "event_log_path",
     "event_log_paths",
+    "pack_record",
+    "unpack_record",
 ]
 
 EVENT_LOG_MAX_BYTES = 10 * 1024 * 1024
 EVENT_LOG_KEEP = 3
+
+#: A snapshot of at least this many entries is held deflated in an SQL store's
+#: ``events`` table (``pack_record``); smaller ones stay plain JSON.
+PACKED_MIN_ENTRIES = 256
+_PACKING = "zlib+base64"
+
+
+def pack_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A journal record as an SQL store holds it.
+
+    A ``snapshot`` lists every entry (``[id, energy, alive, pinned]``): the one a
+    migration from a JSON file writes is about 32 bytes per entry, 5% of the store.
+    With ``PACKED_MIN_ENTRIES`` or more, its ``entries`` are held as their compact JSON
+    deflated, in base64 text (about 3.5 bytes per entry), marked by a last key,
+    ``"entries_encoding": "zlib+base64"``; ``unpack_record`` gives the record back as
+    it was, key for key. Every other record is held as it is.
+    """
+    entries = record.get("entries")
+    if (
+        record.get("event") != "snapshot"
+        or not isinstance(entries, list)
+        or len(entries) < PACKED_MIN_ENTRIES
+    ):
+        return record
+    import base64
+    import zlib
+
+    text = json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
+    packed = dict(record)
+    packed["entries"] = base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
+    packed["entries_encoding"] = _PACKING
+    return packed
+
+
+def unpack_record(record: Any) -> Any:
+    """``pack_record``'s inverse (any other record comes back as it is). A packed list
+    that does not decode is left as held, under its marker, for ``verify`` to report."""
+    if type(record) is not dict or record.get("entries_encoding") != _PACKING:
+        return record
+    import base64
+    import binascii
+    import zlib
+
+    try:
+        raw = zlib.decompress(base64.b64decode(record["entries"], validate=True))
+        entries = loads(raw.decode("utf-8"))
+    except (KeyError, TypeError, ValueError, binascii.Error, zlib.error, RecursionError):
+        return record
+    out = {k: v for k, v in record.items() if k != "entries_encoding"}
+    out["entries"] = entries
+    return out
 
 
 def event_log_path(store_path: str | Path) -> Path:

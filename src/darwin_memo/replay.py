@@ -56,7 +56,14 @@ def replay(events: Iterable[dict[str, Any]], max_energy: float) -> _State:
         if kind == "snapshot":
             state = _State(float(record.get("max_energy", max_energy)))
             state.tick = int(record.get("tick_count", 0))
-            for entry_id, energy, alive, pinned in record.get("entries", []):
+            entries = record.get("entries", [])
+            if not isinstance(entries, list):  # a packed list that did not decode
+                state.problems.append(
+                    f"the snapshot at tick {state.tick} holds entries that cannot be read "
+                    "(a damaged journal record): the balances it started from are unknown"
+                )
+                entries = []
+            for entry_id, energy, alive, pinned in entries:
                 state.balance[entry_id] = float(energy)
                 if alive:
                     state.alive.add(entry_id)

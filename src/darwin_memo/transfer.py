@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backends import backend_kind, is_postgres_url
 from .errors import StoreError
-from .events import EventLog, event_log_path
+from .events import EventLog, event_log_path, pack_record
 from .jsonfile import write_json_atomic
 from .ledger import Ledger
 
@@ -178,7 +178,7 @@ def _fill(
     )
     conn.executemany(
         "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
-        [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(e)) for e in events],
+        [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(pack_record(e))) for e in events],
     )
     extra = {k: v for k, v in store.payload_extra.items() if k != "ledger"}
     state = store.retriever.dump_state()

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import is_postgres_url
-from .events import event_log_path
+from .events import event_log_path, unpack_record
 from .ledger import Ledger
 from .observe import (
     _num,
@@ -412,7 +412,7 @@ class StoreView:
                 "SELECT seq, data FROM events WHERE seq > ? ORDER BY seq", (self._events_seq,)
             ):
                 try:
-                    record = json.loads(data)
+                    record = unpack_record(json.loads(data))
                 except ValueError:
                     record = None
                 if isinstance(record, dict):

@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
+from ..events import pack_record, unpack_record
 from ..jsonfile import loads
 from ..migrations import apply_migrations
 from . import hold_sqlite, is_live_sqlite, release_sqlite
@@ -389,7 +390,10 @@ class SqliteBackend:
                 )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
-            [(e["event"], e.get("tick"), e.get("ts"), _dumps(e)) for e in changes.events],
+            [
+                (e["event"], e.get("tick"), e.get("ts"), _dumps(pack_record(e)))
+                for e in changes.events
+            ],
         )
         meta = {
             "version": version,
@@ -457,7 +461,7 @@ class SqliteBackend:
     def events(self) -> Iterator[dict[str, Any]]:
         cursor = self.conn.execute("SELECT data FROM events ORDER BY seq")
         for (data,) in cursor:
-            yield loads(data)
+            yield unpack_record(loads(data))
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
