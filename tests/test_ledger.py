@@ -243,9 +243,7 @@ def test_verify_catches_energy_without_an_event(tmp_path: Path) -> None:
     e = ledger.add(CACHE_Q, CACHE_A)
     ledger.close()
     conn = sqlite3.connect(tmp_path / "s.db")
-    data = json.loads(conn.execute("SELECT data FROM entries WHERE id=?", (e.id,)).fetchone()[0])
-    data["energy"] = 4.0
-    conn.execute("UPDATE entries SET data=?, energy=4.0 WHERE id=?", (json.dumps(data), e.id))
+    conn.execute("UPDATE entries SET energy=4.0 WHERE id=?", (e.id,))  # the balance column
     conn.commit()
     conn.close()
     problems = Ledger.open(tmp_path / "s.db").verify()

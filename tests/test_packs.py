@@ -327,7 +327,8 @@ def test_many_ties_read_the_highest_balance_first(
             # ... but for the last tied entry: pinned, or its balance set at a later tick.
             store.conn.execute(
                 "UPDATE entries SET energy = 3.0, pinned = ?, anchor = ? WHERE rowid = "
-                "(SELECT MAX(rowid) FROM entries WHERE json_extract(data, '$.question') = ?)",
+                "(SELECT MAX(rowid) FROM entries WHERE "
+                "COALESCE(json_extract(data, '$.question'), json_extract(data, '$[0]')) = ?)",
                 (round_ % 8 == 3, 0 if round_ % 8 == 3 else 2, "restart the api worker"),
             )
         for now in (0, 5, 30, 200):

@@ -1,7 +1,8 @@
 """An SQLite row's ``data``: the entry without what its columns hold (schema 7).
 
 Rows leave ``id`` and ``energy`` to their columns and omit fields at their defaults;
-rows written before schema 7 hold the whole ``to_dict`` and read the same.
+a lesson with nothing else is the list of its four values (schema 11); rows written
+before schema 7 hold the whole ``to_dict``, and all of them read the same.
 """
 
 from __future__ import annotations
@@ -65,22 +66,49 @@ def test_a_row_reads_back_as_the_entry_it_was_written_from(entry: MemoryEntry) -
 def test_a_plain_lessons_row_reads_through_the_short_path() -> None:
     entry = MemoryEntry("why 502?", "restart nginx", sources=["ci"], recorded_ts="t", id="ab12")
     data = row_json(entry)
-    assert list(json.loads(data)) == ["question", "answer", "sources", "recorded_ts"]
+    assert json.loads(data) == ["why 502?", "restart nginx", ["ci"], "t"]  # schema 11
     assert read_row(data, "ab12", 1.0, "explicit") == entry
     assert read_row(data, "ab12", 0.25, "consolidated").kind is EntryKind.CONSOLIDATED
+    # The same under its keys, as schemas 7 to 10 wrote it, reads the same.
+    keys = ["question", "answer", "sources", "recorded_ts"]
+    keyed = json.dumps(dict(zip(keys, json.loads(data), strict=True)))
+    assert read_row(keyed, "ab12", 1.0, "explicit") == entry
     # A row of an earlier development version of schema 7 kept its kind.
     assert (
-        read_row(json.dumps({**json.loads(data), "kind": "entity"}), "ab12", 1.0, "x").kind
+        read_row(json.dumps({**json.loads(keyed), "kind": "entity"}), "ab12", 1.0, "x").kind
         == "entity"
     )
     with pytest.raises(StoreFormatError, match="unknown kind 'nonsense'"):
         read_row(data, "ab12", 1.0, "nonsense")
     # The same shape with a bad value is read by the careful path, which names it.
-    for bad in ('"sources":[1]', '"recorded_ts":7'):
-        key = bad.split(":")[0]
-        broken = json.dumps({**json.loads(data), json.loads(key): json.loads(bad.split(":")[1])})
-        with pytest.raises(StoreFormatError, match=json.loads(key)):
+    for key, value in (("sources", [1]), ("recorded_ts", 7), ("question", None)):
+        broken = json.dumps({**json.loads(keyed), key: value})
+        with pytest.raises(StoreFormatError, match=key):
             read_row(broken, "ab12", 1.0, "explicit")
+        listed = json.loads(data)
+        listed[keys.index(key)] = value
+        with pytest.raises(StoreFormatError, match=key):
+            read_row(json.dumps(listed), "ab12", 1.0, "explicit")
+    with pytest.raises(StoreFormatError, match="not a lesson's"):
+        read_row(json.dumps(["why 502?", "restart nginx", ["ci"]]), "ab12", 1.0, "explicit")
+
+
+def test_only_a_lesson_at_its_defaults_is_held_as_a_list() -> None:
+    plain = MemoryEntry("q", "a", sources=["ci"], recorded_ts="t", id="ab12")
+    assert isinstance(json.loads(row_json(plain)), list)
+    for changed in (
+        {"uses": 1},
+        {"born_cycle": 3},
+        {"lineage": ["x"]},
+        {"pinned": True},
+        {"probation": 2},
+        {"imported_from": "peer"},
+        {"extra": {"note": 1}},
+    ):
+        entry = MemoryEntry("q", "a", sources=["ci"], recorded_ts="t", id="ab12", **changed)
+        held = json.loads(row_json(entry))
+        assert isinstance(held, dict) and held["question"] == "q"
+        assert read_row(row_json(entry), "ab12", entry.energy, "explicit") == entry
 
 
 def _rows(path: Path) -> list[tuple[str, float, dict]]:

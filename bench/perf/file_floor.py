@@ -93,7 +93,9 @@ def build(
         tokens = entry_tokens(e)
         for t in tokens:
             lists[t].append(rowid)
-        d = json.loads(row_json(e))
+        held = json.loads(row_json(e))  # a lesson's row may be the list of its values
+        keys = ("question", "answer", "sources", "recorded_ts")
+        d = dict(zip(keys, held, strict=True)) if isinstance(held, list) else held
         del d["question"], d["answer"]
         rest = json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
         if deflate:

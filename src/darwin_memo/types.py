@@ -342,23 +342,34 @@ def read_compact(d: Any, ident: str, energy: float, kind: str) -> MemoryEntry:
     ``kind`` (a ``kind`` in ``d`` itself wins: rows of an earlier development version).
 
     The common shape (a lesson not settled yet) is checked with two tuple comparisons,
-    as ``read_entry`` does; anything else goes through ``from_dict``.
+    as ``read_entry`` does; anything else goes through ``from_dict``. From schema 11 a
+    row holds that shape as its four values alone, a list in ``_COMPACT_KEYS`` order.
     """
-    if type(d) is dict and len(d) == 4:
+    values: tuple[Any, ...] | None = None
+    if type(d) is list:
+        if len(d) != len(_COMPACT_KEYS):
+            raise StoreFormatError(
+                f"a row's list holds {len(d)} values, not a lesson's "
+                "question, answer, sources and recorded_ts"
+            )
+        values = tuple(d)
+    elif type(d) is dict and len(d) == 4 and tuple(d) == _COMPACT_KEYS:
         values = tuple(d.values())
-        if tuple(d) == _COMPACT_KEYS and tuple(map(type, values)) == _COMPACT_TYPES:
-            question, answer, sources, stamp = values
-            member = _KINDS.get(kind)
-            if member is not None and ident and type(energy) is float and math.isfinite(energy):
-                try:
-                    "".join(sources)
-                except TypeError:
-                    pass
-                else:
-                    return MemoryEntry(
-                        question, answer, member, sources, energy, 0, stamp, -1, 0, [],
-                        False, 0, 0, None, None, ident,
-                    )  # fmt: skip
+    if values is not None and tuple(map(type, values)) == _COMPACT_TYPES:
+        question, answer, sources, stamp = values
+        member = _KINDS.get(kind)
+        if member is not None and ident and type(energy) is float and math.isfinite(energy):
+            try:
+                "".join(sources)
+            except TypeError:
+                pass
+            else:
+                return MemoryEntry(
+                    question, answer, member, sources, energy, 0, stamp, -1, 0, [],
+                    False, 0, 0, None, None, ident,
+                )  # fmt: skip
+    if type(d) is list:  # not a lesson's values: from_dict names what is wrong
+        d = dict(zip(_COMPACT_KEYS, d, strict=True))
     if type(d) is dict:
         d["id"] = ident
         d["energy"] = energy

@@ -571,8 +571,8 @@ class StoreView:
                         params["rows"] = json.dumps(rows)
             else:
                 either.append(
-                    "(instr(lower(json_extract(data, '$.question')), :needle) > 0 "
-                    "OR instr(lower(json_extract(data, '$.answer')), :needle) > 0)"
+                    "(instr(lower(" + _QUESTION + "), :needle) > 0 "
+                    "OR instr(lower(" + _ANSWER + "), :needle) > 0)"
                 )
                 params["needle"] = query.q.lower()
             if not either:
@@ -702,8 +702,8 @@ class StoreView:
                     either.append("(" + " AND ".join(words) + ")")
                 else:
                     either.append(
-                        "(instr(lower(json_extract(data, '$.question')), :needle) > 0 "
-                        "OR instr(lower(json_extract(data, '$.answer')), :needle) > 0)"
+                        "(instr(lower(" + _QUESTION + "), :needle) > 0 "
+                        "OR instr(lower(" + _ANSWER + "), :needle) > 0)"
                     )
                     params["needle"] = query.q.lower()
                 conds.append("(" + " OR ".join(either) + ")")
@@ -804,6 +804,12 @@ def _round_energy(x: float) -> float | int:
     return 0 if value == 0 else value + 0.0
 
 
+#: A row's question and answer: under their keys, or first and second in a lesson's row
+#: held as a list (schema 11; ``backends.sqlstore.row_json``).
+_QUESTION = "COALESCE(json_extract(data, '$.question'), json_extract(data, '$[0]'))"
+_ANSWER = "COALESCE(json_extract(data, '$.answer'), json_extract(data, '$[1]'))"
+
+
 def _balance_sql() -> str:
     """A row's balance now (lazy upkeep since its anchor tick; pinned floored at zero)."""
     return (
@@ -824,7 +830,7 @@ _ORDER_SQL = {
     "uses": "COALESCE(json_extract(data, '$.uses'), 0) {dir}",
     "kind": "kind {dir}",
     "id": "id {dir}",
-    "question": "lower(json_extract(data, '$.question')) {dir}",
+    "question": "lower(" + _QUESTION + ") {dir}",
 }
 
 

@@ -424,11 +424,13 @@ def _m003_energy_sums(conn: PgConnection) -> None:
 #: PostgreSQL's own numbered steps: SQL, or a function of the connection. Version 1 is
 #: SQLite's schema 3 in one step. Version 2 changes no table: rows written from it on
 #: are compact (SQLite's schema 7, ``migrations.m007_compact_rows``), which older
-#: darwin-memo must not read. Version 3 is SQLite's schema 10 (``energy_sums``).
+#: darwin-memo must not read. Version 3 is SQLite's schema 10 (``energy_sums``), version
+#: 4 its schema 11 (no table changes: a lesson's row may be a list of its four values).
 PG_MIGRATIONS: list[tuple[int, str, str | Callable[[PgConnection], None]]] = [
     (1, "m001_initial", _SCHEMA_V1),
     (2, "m002_compact_rows", ""),
     (3, "m003_energy_sums", _m003_energy_sums),
+    (4, "m004_lesson_rows_as_lists", ""),
 ]
 
 

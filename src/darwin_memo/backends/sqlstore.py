@@ -38,7 +38,14 @@ from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
-from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_compact, read_entry
+from ..types import (
+    _COMPACT_KEYS,
+    ALIVE_EPSILON,
+    EntryKind,
+    MemoryEntry,
+    read_compact,
+    read_entry,
+)
 from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
@@ -149,12 +156,16 @@ _ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
 
 def row_json(entry: MemoryEntry) -> str:
     """An entry's ``data``: ``to_dict`` without what the row's columns hold (``id``,
-    ``energy``, ``kind``) and without the fields at their defaults (schema 7; ``read_row``)."""
+    ``energy``, ``kind``) and without the fields at their defaults (schema 7; ``read_row``).
+    What is left of a lesson not settled yet (most of a store), its question, answer,
+    sources and recording time, is a list of those four values (schema 11)."""
     d = entry.to_dict()
     del d["id"], d["energy"], d["kind"]
     for key, default in _ROW_DEFAULTS:
         if d[key] == default:
             del d[key]
+    if len(d) == 4 and tuple(d) == _COMPACT_KEYS:
+        return _ENCODER.encode(list(d.values()))
     return _ENCODER.encode(d)
 
 
@@ -165,7 +176,7 @@ def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> Memo
     balance when last written; the caller sets the balance from the columns).
     """
     d = loads(data)
-    if type(d) is dict and "id" not in d:
+    if type(d) is list or (type(d) is dict and "id" not in d):
         return read_compact(d, entry_id, float(energy), kind)
     return read_entry(d)
 
@@ -1188,8 +1199,8 @@ class SqlStore(MemoryStore):
             "rowid, id, energy, anchor, pinned, toks, "
             "json_extract(data, '$.probation'), json_extract(data, '$.juvenile')"
         )
-        if need_sources:
-            columns += ", json_extract(data, '$.sources')"
+        if need_sources:  # (a list row, schema 11, holds them third)
+            columns += ", COALESCE(json_extract(data, '$.sources'), json_extract(data, '$[2]'))"
         try:
             rows = self.conn.execute(
                 f"SELECT {columns} FROM entries WHERE alive = 1 ORDER BY rowid"
