@@ -994,10 +994,9 @@ class SqlStore(MemoryStore):
         #: and the buried rows' columns and the lineage (``_RowWrites``).
         self._df_deferred: DfChanges | None = None
         self._rows_deferred: _RowWrites | None = None
-        #: Whether the store keeps ``energy_sums`` (SQLite and PostgreSQL stores of
-        #: schema 10 and 3), and the
-        #: sums as this write transaction leaves them (read at its first change,
-        #: written before its commit: ``save_sums``; None outside one).
+        #: Whether the store keeps ``energy_sums`` (SQLite from schema 10, PostgreSQL
+        #: from 3), and the sums as this write transaction leaves them (read at its
+        #: first change, written before its commit: ``save_sums``; None outside one).
         self._sums_kept = _keeps_sums(self.conn)
         self._sums: EnergySums | None = None
 
@@ -1685,7 +1684,8 @@ class SqlStore(MemoryStore):
 
     def exact_balances(self) -> dict[str, int] | None:
         """Each kind's balance now, exact (``sums.ONE`` is 1.0), from the running sums
-        and the pinned rows; None where the sums cannot say (PostgreSQL)."""
+        and the pinned rows; None where the sums cannot say (a store without them, or
+        a row anchored after the tick)."""
         if not self._sums_kept:
             return None
         sums = self._sums if self._sums is not None else read_sums(self.conn)

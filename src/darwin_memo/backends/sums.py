@@ -1,4 +1,4 @@
-"""Running sums of the living, unpinned balances, by kind (SQLite stores, schema 10).
+"""Running sums of the living, unpinned balances, by kind (SQLite schema 10, PostgreSQL 3).
 
 A row's ``energy`` is its balance at tick ``anchor``; an unpinned entry pays upkeep
 every tick after that, with no floor, until it is buried. So at tick ``T`` the living
