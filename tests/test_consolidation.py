@@ -436,8 +436,8 @@ def test_consolidation_on_every_backend_merges_alike(pg_cluster: Any) -> None:
         (df,) = conn.execute("SELECT SUM(df) FROM tokens").fetchone()
         if store is stores[1]:  # SQLite: the lists are checked against the rows below
             held = sum(
-                len(str(toks).split())
-                for (toks,) in conn.execute("SELECT toks FROM entries WHERE alive = 1")
+                len(sqlstore.row_tokens(str(toks), data).split())
+                for toks, data in conn.execute("SELECT toks, data FROM entries WHERE alive = 1")
             )
         else:
             (held,) = conn.execute("SELECT COUNT(*) FROM postings").fetchone()
@@ -641,8 +641,10 @@ def _settled_ids(store: Any) -> set[str]:
 def _assert_settled_apart(store: Any, threshold: float) -> None:
     """No two living settled entries reach the threshold (the invariant the tick relies on)."""
     toks = {
-        str(entry_id): frozenset(str(text).split())
-        for entry_id, text in store.conn.execute("SELECT id, toks FROM entries WHERE alive = 1")
+        str(entry_id): frozenset(sqlstore.row_tokens(str(text), data).split())
+        for entry_id, text, data in store.conn.execute(
+            "SELECT id, toks, data FROM entries WHERE alive = 1"
+        )
     }
     settled = sorted(_settled_ids(store))
     for k, a in enumerate(settled):

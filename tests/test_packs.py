@@ -37,11 +37,17 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def check_lists(conn: sqlite3.Connection) -> int:
-    """Every token's pack or bits hold exactly the living rows whose ``toks`` hold it,
-    and its ``df`` counts them; returns how many tokens are dense."""
+    """Every token's pack or bits hold exactly the living rows whose question and
+    answer hold it (the row's ``toks``, where it keeps them, say the same), and its
+    ``df`` counts them; returns how many tokens are dense."""
     holders: dict[str, list[int]] = {}
-    for rowid, toks in conn.execute("SELECT rowid, toks FROM entries WHERE alive = 1"):
-        for t in str(toks).split():
+    for rowid, toks, entry_id, energy, kind, data in conn.execute(
+        "SELECT rowid, toks, id, energy, kind, data FROM entries WHERE alive = 1"
+    ):
+        held = sqlstore.entry_tokens(sqlstore.read_row(data, entry_id, energy, kind))
+        assert sqlstore.row_tokens(str(toks), data) == " ".join(held)
+        assert toks in ("", " ".join(held))
+        for t in held:
             holders.setdefault(t, []).append(int(rowid))
     names = {}
     dense_count = 0

@@ -8,6 +8,14 @@
  * runs in ``stopwords`` are dropped, and a run longer than 3 that ends in "s" but
  * not in "ss" loses that "s": what tokenize()'s ASCII comprehension makes.
  *
+ * row_tokens(data: str, stopwords: frozenset[str] | set[str]) -> str | None
+ *
+ * ``data`` is an entry's row as SQLite stores it; a lesson's list row
+ * (``["question", "answer", ...]``, schema 11) that is ASCII and whose two texts hold
+ * no JSON escape gives the set of ascii_tokens(lower(question + " " + answer)), sorted
+ * and joined by single spaces: what the ``toks`` column held before schema 12. Any
+ * other row gives None (the caller reads it in Python).
+ *
  * unit_vector(text: bytes, lo: int, hi: int, dims: int) -> list[float] | None
  *
  * ``text`` is UTF-8. Every run of n consecutive characters (lo <= n <= hi) is hashed
@@ -24,6 +32,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 static uint32_t crc_table[256];
 
@@ -120,22 +129,10 @@ static const unsigned char *token_chars =
     (const unsigned char *)"abcdefghijklmnopqrstuvwxyz0123456789.*";
 static unsigned char in_token[256];
 
+/* The tokens of the lowercased ASCII ``buf`` (see ascii_tokens), as a new list. */
 static PyObject *
-ascii_tokens(PyObject *self, PyObject *args)
+tokens_of(const char *buf, Py_ssize_t len, PyObject *stopwords)
 {
-    PyObject *text, *stopwords;
-    if (!PyArg_ParseTuple(args, "UO:ascii_tokens", &text, &stopwords))
-        return NULL;
-    if (!PyAnySet_Check(stopwords)) {
-        PyErr_SetString(PyExc_TypeError, "ascii_tokens takes the stopwords as a set");
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(text)) {
-        PyErr_SetString(PyExc_ValueError, "ascii_tokens takes an ASCII text");
-        return NULL;
-    }
-    const char *buf = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
@@ -178,11 +175,305 @@ fail:
     return NULL;
 }
 
+static PyObject *
+ascii_tokens(PyObject *self, PyObject *args)
+{
+    PyObject *text, *stopwords;
+    if (!PyArg_ParseTuple(args, "UO:ascii_tokens", &text, &stopwords))
+        return NULL;
+    if (!PyAnySet_Check(stopwords)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_tokens takes the stopwords as a set");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "ascii_tokens takes an ASCII text");
+        return NULL;
+    }
+    return tokens_of((const char *)PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), stopwords);
+}
+
+static Py_ssize_t
+skip_space(const char *buf, Py_ssize_t len, Py_ssize_t i)
+{
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* The JSON string whose opening quote is at buf[i], when it holds no escape and no
+ * control character: its characters are buf[*start : *start + *n]. Returns where the
+ * string ends (after its closing quote), or -1. */
+static Py_ssize_t
+plain_string(const char *buf, Py_ssize_t len, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *n)
+{
+    if (i >= len || buf[i] != '"')
+        return -1;
+    Py_ssize_t s = ++i;
+    while (i < len && buf[i] != '"') {
+        if (buf[i] == '\\' || (unsigned char)buf[i] < 0x20)
+            return -1;
+        i++;
+    }
+    if (i >= len)
+        return -1;
+    *start = s;
+    *n = i - s;
+    return i + 1;
+}
+
+/* -- row_tokens' set of tokens, sorted and joined ------------------------------- */
+
+/* A frozenset of stopwords as C strings (open addressing on FNV-1a), held with a
+ * strong reference to the set while it is the one passed, so its address is not
+ * reused; a mutable set is never cached (row_tokens then asks it token by token). */
+static PyObject *stop_owner = NULL;
+static const char **stop_words = NULL;
+static Py_ssize_t *stop_lens = NULL;
+static size_t stop_mask = 0;
+
+static uint32_t
+span_hash(const char *p, Py_ssize_t n)
+{
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+static int
+is_stopword(const char *p, Py_ssize_t n)
+{
+    for (size_t slot = span_hash(p, n) & stop_mask;; slot = (slot + 1) & stop_mask) {
+        if (stop_words[slot] == NULL)
+            return 0;
+        if (stop_lens[slot] == n && memcmp(stop_words[slot], p, (size_t)n) == 0)
+            return 1;
+    }
+}
+
+/* 0: ``set`` is the cached one now; 1: not cacheable (ask it); -1: an error. */
+static int
+load_stopwords(PyObject *set)
+{
+    if (set == stop_owner)
+        return 0;
+    if (!PyFrozenSet_CheckExact(set))
+        return 1;
+    size_t cap = 16;
+    while (cap < (size_t)PySet_GET_SIZE(set) * 2 + 2)
+        cap <<= 1;
+    const char **words = PyMem_Calloc(cap, sizeof(char *));
+    Py_ssize_t *lens = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+    PyObject *it = PyObject_GetIter(set);
+    if (words == NULL || lens == NULL || it == NULL) {
+        PyMem_Free(words);
+        PyMem_Free(lens);
+        Py_XDECREF(it);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        /* only an ASCII str can equal a token (the frozenset keeps the item alive) */
+        if (PyUnicode_Check(item) && PyUnicode_IS_ASCII(item)) {
+            const char *w = (const char *)PyUnicode_DATA(item);
+            Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+            size_t slot = span_hash(w, n) & (cap - 1);
+            while (words[slot] != NULL)
+                slot = (slot + 1) & (cap - 1);
+            words[slot] = w;
+            lens[slot] = n;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        PyMem_Free(words);
+        PyMem_Free(lens);
+        return -1;
+    }
+    PyMem_Free(stop_words);
+    PyMem_Free(stop_lens);
+    Py_XDECREF(stop_owner);
+    stop_owner = Py_NewRef(set);
+    stop_words = words;
+    stop_lens = lens;
+    stop_mask = cap - 1;
+    return 0;
+}
+
+typedef struct {
+    uint64_t key; /* the first 8 bytes, big-endian, zero-padded: compares as they do */
+    const char *p;
+    Py_ssize_t n;
+} span;
+
+static inline int
+span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    if (x->n <= 8 || y->n <= 8) /* a token holds no NUL: the shorter is the prefix */
+        return (x->n > y->n) - (x->n < y->n);
+    Py_ssize_t m = (x->n < y->n ? x->n : y->n) - 8;
+    int c = memcmp(x->p + 8, y->p + 8, (size_t)m);
+    if (c != 0)
+        return c;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+/* The tokens of the lowercased ASCII ``buf`` (as tokens_of, stopwords cached), as a
+ * set sorted by code point and joined by single spaces. */
+static PyObject *
+joined_set(const char *buf, Py_ssize_t len)
+{
+    span *spans = PyMem_Malloc(sizeof(span) * (size_t)(len / 2 + 1));
+    if (spans == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t count = 0, i = 0;
+    while (i < len) {
+        while (i < len && !in_token[(unsigned char)buf[i]])
+            i++;
+        Py_ssize_t start = i;
+        while (i < len && in_token[(unsigned char)buf[i]])
+            i++;
+        Py_ssize_t n = i - start;
+        if (n == 0)
+            break;
+        if (is_stopword(buf + start, n))
+            continue;
+        if (n > 3 && buf[start + n - 1] == 's' && buf[start + n - 2] != 's')
+            n--;
+        uint64_t key = 0;
+        for (Py_ssize_t b = 0; b < 8; b++)
+            key = (key << 8) | (b < n ? (unsigned char)buf[start + b] : 0u);
+        spans[count].key = key;
+        spans[count].p = buf + start;
+        spans[count].n = n;
+        count++;
+    }
+    if (count > 48) {
+        qsort(spans, (size_t)count, sizeof(span), span_cmp);
+    } else { /* a lesson's few tokens: insertion sort, without a call per comparison */
+        for (Py_ssize_t k = 1; k < count; k++) {
+            span key = spans[k];
+            Py_ssize_t j = k;
+            while (j > 0 && span_cmp(&spans[j - 1], &key) > 0) {
+                spans[j] = spans[j - 1];
+                j--;
+            }
+            spans[j] = key;
+        }
+    }
+    Py_ssize_t kept = 0, total = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (kept > 0 && span_cmp(&spans[kept - 1], &spans[k]) == 0)
+            continue;
+        spans[kept++] = spans[k];
+        total += spans[k].n + (kept > 1);
+    }
+    PyObject *out = PyUnicode_New(total, 127);
+    if (out != NULL) {
+        char *to = (char *)PyUnicode_DATA(out);
+        for (Py_ssize_t k = 0; k < kept; k++) {
+            if (k > 0)
+                *to++ = ' ';
+            memcpy(to, spans[k].p, (size_t)spans[k].n);
+            to += spans[k].n;
+        }
+    }
+    PyMem_Free(spans);
+    return out;
+}
+
+/* joined_set for stopwords that are not cached: through Python objects. */
+static PyObject *
+joined_set_slow(const char *buf, Py_ssize_t len, PyObject *stopwords)
+{
+    PyObject *tokens = tokens_of(buf, len, stopwords);
+    if (tokens == NULL)
+        return NULL;
+    PyObject *out = NULL, *unique = NULL, *sep = NULL;
+    PyObject *set = PySet_New(tokens);
+    Py_DECREF(tokens);
+    if (set == NULL)
+        return NULL;
+    unique = PySequence_List(set);
+    Py_DECREF(set);
+    if (unique == NULL || PyList_Sort(unique) < 0)
+        goto done;
+    sep = PyUnicode_FromStringAndSize(" ", 1);
+    if (sep != NULL)
+        out = PyUnicode_Join(sep, unique);
+done:
+    Py_XDECREF(unique);
+    Py_XDECREF(sep);
+    return out;
+}
+
+static PyObject *
+row_tokens(PyObject *self, PyObject *args)
+{
+    PyObject *data, *stopwords;
+    if (!PyArg_ParseTuple(args, "UO:row_tokens", &data, &stopwords))
+        return NULL;
+    if (!PyAnySet_Check(stopwords)) {
+        PyErr_SetString(PyExc_TypeError, "row_tokens takes the stopwords as a set");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(data))
+        Py_RETURN_NONE;
+    const char *buf = (const char *)PyUnicode_DATA(data);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(data);
+    Py_ssize_t qs, qn, as, an;
+    Py_ssize_t i = skip_space(buf, len, 0);
+    if (i >= len || buf[i] != '[')
+        Py_RETURN_NONE;
+    i = plain_string(buf, len, skip_space(buf, len, i + 1), &qs, &qn);
+    if (i < 0)
+        Py_RETURN_NONE;
+    i = skip_space(buf, len, i);
+    if (i >= len || buf[i] != ',')
+        Py_RETURN_NONE;
+    i = plain_string(buf, len, skip_space(buf, len, i + 1), &as, &an);
+    if (i < 0)
+        Py_RETURN_NONE;
+    i = skip_space(buf, len, i);
+    if (i >= len || (buf[i] != ',' && buf[i] != ']'))
+        Py_RETURN_NONE;
+    /* question + " " + answer, lowercased (ASCII: what str.lower() makes of it) */
+    char *text = PyMem_Malloc((size_t)(qn + an + 1));
+    if (text == NULL)
+        return PyErr_NoMemory();
+    memcpy(text, buf + qs, (size_t)qn);
+    text[qn] = ' ';
+    memcpy(text + qn + 1, buf + as, (size_t)an);
+    for (Py_ssize_t k = 0; k < qn + an + 1; k++)
+        if (text[k] >= 'A' && text[k] <= 'Z')
+            text[k] = (char)(text[k] - 'A' + 'a');
+    PyObject *out;
+    int cached = load_stopwords(stopwords);
+    if (cached < 0)
+        out = NULL;
+    else if (cached == 0)
+        out = joined_set(text, qn + an + 1);
+    else
+        out = joined_set_slow(text, qn + an + 1, stopwords);
+    PyMem_Free(text);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"ascii_tokens", ascii_tokens, METH_VARARGS,
      "ascii_tokens(lowered, stopwords) -> list[str]\n\n"
      "The tokens of a lowercased ASCII text: its runs of [a-z0-9.*] not in stopwords,\n"
      "a final 's' dropped from those longer than 3 that do not end in 'ss'."},
+    {"row_tokens", row_tokens, METH_VARARGS,
+     "row_tokens(data, stopwords) -> str | None\n\n"
+     "The token set of a lesson's list row (its JSON: question, answer, ...) sorted and\n"
+     "joined by spaces; None unless the row is ASCII and both texts hold no escape."},
     {"unit_vector", unit_vector, METH_VARARGS,
      "unit_vector(text, lo, hi, dims) -> list[float] | None\n\n"
      "HashingEmbedder's vector of a UTF-8 text (its tokens joined by spaces): signed\n"

@@ -376,3 +376,18 @@ def m011_lesson_rows_as_lists(conn: sqlite3.Connection) -> None:
     written (both read alike); the version keeps older darwin-memo from reading a list
     it would take for a damaged row.
     """
+
+
+@migration(12, "m012_tokens_from_text")
+def m012_tokens_from_text(conn: sqlite3.Connection) -> None:
+    """A row's indexed tokens are read from its text, not kept in ``toks``.
+
+    ``toks`` held each row's token set (about 130 bytes of a lesson's row, a fifth of a
+    store of lessons), which is always what its question and answer tokenize to. Rows
+    written from schema 12 on leave it empty and the set is read from the text where
+    a burial, a consolidation or the graveyard's search needs it
+    (``backends.sqlstore.row_tokens``). Rows already written keep theirs until next
+    written (both read alike); the version keeps older darwin-memo, which would take
+    an empty ``toks`` for a row without tokens and leave it in the index when it dies,
+    from writing the store.
+    """

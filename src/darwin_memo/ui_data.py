@@ -696,8 +696,9 @@ class StoreView:
                     params.update(pfx=prefix, pfx_end=prefix + "~")
                 if tokens:
                     words = []
+                    held = "instr(' ' || darwin_row_tokens(toks, data) || ' ', :w{}) > 0"
                     for i, token in enumerate(tokens):
-                        words.append(f"instr(' ' || toks || ' ', :w{i}) > 0")
+                        words.append(held.format(i))
                         params[f"w{i}"] = f" {token} "
                     either.append("(" + " AND ".join(words) + ")")
                 else:

@@ -54,6 +54,17 @@ def _merge_note_heir(note: Any) -> str | None:
     return None
 
 
+def _row_tokens(toks: object, data: object) -> str:
+    """SQL's ``darwin_row_tokens(toks, data)``: ``sqlstore.row_tokens``, and nothing
+    for a row whose text cannot be read (a search then passes it by)."""
+    from .sqlstore import row_tokens
+
+    try:
+        return row_tokens(str(toks or ""), data if isinstance(data, (str, bytes)) else "")
+    except StoreFormatError:
+        return ""
+
+
 class SqliteBackend:
     kind = "sqlite"
     history_in_memory = False
@@ -92,6 +103,8 @@ class SqliteBackend:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self._synchronous = "FULL"
+            # A row's indexed tokens in SQL (the dashboard's graveyard search; schema 12)
+            self.conn.create_function("darwin_row_tokens", 2, _row_tokens, deterministic=True)
             apply_migrations(self.conn, self.file)
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")

@@ -35,7 +35,7 @@ from .. import collector, native
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
-from ..retrieval import LexicalRetriever, tokenize
+from ..retrieval import STOPWORDS, LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
 from ..types import (
@@ -183,6 +183,65 @@ def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> Memo
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
     return sorted(set(tokenize(entry.text)))
+
+
+# -- a row's tokens ------------------------------------------------------------------
+#
+# The index holds each living row under the tokens of its question and answer. Until
+# schema 12 the row kept that set in its ``toks`` column (the tokens joined by spaces,
+# sorted: about a fifth of a store of lessons); from schema 12 an SQLite store leaves
+# the column empty and reads the set from the row's text when it needs it (a burial,
+# a consolidation's join, the graveyard's search): a lesson's list row in C in about
+# a microsecond (``_ctext.row_tokens``), any other row through ``tokenize``. Rows an
+# earlier schema wrote keep their ``toks`` until next written; both read alike.
+# PostgreSQL stores keep writing the column. The tokenizer is part of the store's
+# format: a change to what it makes of a text is a migration that re-indexes.
+
+
+def row_tokens(toks: str, data: str | bytes) -> str:
+    """A row's indexed tokens as text (sorted, joined by spaces): its ``toks`` column,
+    or, where that is empty (schema 12), what its question and answer tokenize to."""
+    return toks if toks else token_text(data)
+
+
+def token_text(data: str | bytes) -> str:
+    """The tokens of the question and answer a row's ``data`` holds, sorted, joined by
+    spaces: ``" ".join(entry_tokens(entry))`` for the entry the row holds."""
+    fast = _compiled_row_tokens()
+    if fast is not None and type(data) is str:
+        text = fast(data, STOPWORDS)
+        if text is not None:
+            return str(text)
+    try:
+        d = loads(data)
+        question, answer = (d[0], d[1]) if type(d) is list else (d["question"], d["answer"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        question = answer = None
+    if type(question) is not str or type(answer) is not str:
+        raise StoreFormatError(
+            "a row holds no question and answer to index: the store is damaged "
+            "(run `darwin-memo ledger FILE verify` to find it)"
+        )
+    return " ".join(sorted(set(tokenize(question + " " + answer))))
+
+
+#: ``_ctext.row_tokens`` once looked up (False: not built, or not wanted).
+_ROW_TOKENS: list[Any] = [None]
+
+
+def _compiled_row_tokens() -> Callable[[str, frozenset[str]], str | None] | None:
+    """``darwin_memo._ctext.row_tokens``, or None (not built, or not wanted)."""
+    fast = _ROW_TOKENS[0]
+    if fast is None:
+        module = native.compiled("_ctext")
+        fast = _ROW_TOKENS[0] = getattr(module, "row_tokens", False) if module else False
+    return fast or None
+
+
+def toks_column(conn: Any, toks: Iterable[str]) -> str:
+    """What a row written now keeps in ``toks``: nothing on SQLite (schema 12: read
+    from its text, ``row_tokens``), the tokens joined by spaces on PostgreSQL."""
+    return "" if isinstance(conn, sqlite3.Connection) else " ".join(toks)
 
 
 def death_tick(energy: float, anchor: int, upkeep: float, pinned: bool) -> int | None:
@@ -771,7 +830,7 @@ def write_entry(
     ``sums``, the row leaves and joins them (``backends.sums``) as it was and is.
     """
     row = conn.execute(
-        "SELECT rowid, alive, toks, pinned, energy, anchor, kind FROM entries WHERE id = ?",
+        "SELECT rowid, alive, toks, pinned, energy, anchor, kind, data FROM entries WHERE id = ?",
         (entry.id,),
     ).fetchone()
     toks = entry_tokens(entry)
@@ -782,7 +841,7 @@ def write_entry(
         tick,
         int(entry.pinned),
         death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
-        toks_text,
+        toks_column(conn, toks),
         entry.kind.value,
         int(damaged),
         row_json(entry),
@@ -797,7 +856,8 @@ def write_entry(
         rowid = int(cur.lastrowid or 0)
         was_alive, old_toks = False, ""
     else:
-        rowid, was_alive, old_toks = int(row[0]), bool(row[1]), str(row[2])
+        rowid, was_alive = int(row[0]), bool(row[1])
+        old_toks = row_tokens(str(row[2]), row[7]) if was_alive else ""
         conn.execute(
             "UPDATE entries SET alive=?, energy=?, anchor=?, pinned=?, death_tick=?, toks=?, "
             "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
@@ -878,7 +938,7 @@ def write_entries_bulk(
                 tick,
                 int(entry.pinned),
                 death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
-                " ".join(toks),
+                toks_column(conn, toks),
                 entry.kind.value,
                 int(entry.id in damaged),
                 row_json(entry),
@@ -1161,9 +1221,11 @@ class SqlStore(MemoryStore):
         """The lexical token set of each entry, as indexed (no re-tokenizing)."""
         wanted = {e.id: e for e in entries}
         found: dict[str, frozenset[str]] = {}
-        for entry_id, text in self.conn.execute("SELECT id, toks FROM entries WHERE alive = 1"):
+        for entry_id, text, data in self.conn.execute(
+            "SELECT id, toks, CASE WHEN toks = '' THEN data END FROM entries WHERE alive = 1"
+        ):
             if entry_id in wanted:
-                found[entry_id] = frozenset(str(text).split())
+                found[entry_id] = frozenset(row_tokens(str(text), data).split())
         out = []
         for entry_id, entry in wanted.items():
             toks = found.get(entry_id)
@@ -1196,7 +1258,8 @@ class SqlStore(MemoryStore):
         cache = self._population
         columns = (
             "rowid, id, energy, anchor, pinned, toks, "
-            "json_extract(data, '$.probation'), json_extract(data, '$.juvenile')"
+            "json_extract(data, '$.probation'), json_extract(data, '$.juvenile'), "
+            "CASE WHEN toks = '' THEN data END"  # (schema 12: the tokens from the text)
         )
         if need_sources:  # (a list row, schema 11, holds them third)
             columns += ", COALESCE(json_extract(data, '$.sources'), json_extract(data, '$[2]'))"
@@ -1211,7 +1274,8 @@ class SqlStore(MemoryStore):
             known = self._settled_under(rule)
         rowids: list[int] = []
         ids: list[str] = []
-        texts: list[str] = []  # the toks column: made into sets only where needed
+        texts: list[str] = []  # the tokens as text: made into sets only where needed
+        fast = _compiled_row_tokens()
         sources: list[tuple[str, ...]] = []
         energies: list[float] = []
         others: list[frozenset[str]] = []
@@ -1219,7 +1283,7 @@ class SqlStore(MemoryStore):
 
         def left_out(row: tuple[Any, ...]) -> None:
             if known is not None:
-                others.append(frozenset(str(row[5]).split()))
+                others.append(frozenset(row_tokens(str(row[5]), row[8]).split()))
                 others_settled.append(int(row[0]) in known)
 
         for row in rows:
@@ -1231,7 +1295,7 @@ class SqlStore(MemoryStore):
             probation, juvenile = row[6] or 0, row[7] or 0
             held: Any = ()
             if entry is None and need_sources:
-                held = loads(row[8]) if row[8] is not None else []
+                held = loads(row[9]) if row[9] is not None else []
             if entry is None and (
                 type(probation) is not int
                 or type(juvenile) is not int
@@ -1254,14 +1318,25 @@ class SqlStore(MemoryStore):
                 sources.append(tuple(held))
             rowids.append(int(row[0]))
             ids.append(str(entry_id))
-            texts.append(str(row[5]))
+            toks = row[5]
+            if not toks:  # (schema 12) row_tokens, inline: a million rows at 1M entries
+                data = row[8]
+                toks = fast(data, STOPWORDS) if fast is not None and type(data) is str else None
+                if toks is None:
+                    toks = token_text(data)
+            texts.append(toks)
             energies.append(energy)
         order = sorted(range(len(ids)), key=energies.__getitem__, reverse=True)  # stable
         rowids = [rowids[i] for i in order]
+        texts = [texts[i] for i in order]
 
         def entries(indices: list[int]) -> list[MemoryEntry]:
             # the members of groups, about to be buried: their rows are kept for that
-            return self._entries_at([rowids[i] for i in indices], self._member_rows)
+            return self._entries_at(
+                [rowids[i] for i in indices],
+                self._member_rows,
+                {rowids[i]: texts[i] for i in indices},
+            )
 
         def settle(indices: list[int]) -> None:
             self.conn.executemany(
@@ -1272,7 +1347,7 @@ class SqlStore(MemoryStore):
         return MergeCandidates(
             ids=[ids[i] for i in order],
             tokens=None,
-            texts=[texts[i] for i in order],
+            texts=texts,
             sources=[sources[i] for i in order] if need_sources else [],
             entries=entries,
             settled=None if known is None else [rowids[i] in known for i in range(len(order))],
@@ -1294,12 +1369,16 @@ class SqlStore(MemoryStore):
         return set(map(_first, self.conn.execute("SELECT entry_rowid FROM settled")))
 
     def _entries_at(
-        self, rowids: list[int], keep: dict[str, _MemberRow] | None = None
+        self,
+        rowids: list[int],
+        keep: dict[str, _MemberRow] | None = None,
+        texts: Mapping[int, str] | None = None,
     ) -> list[MemoryEntry]:
         """The living entries at these rowids, in order (cached ones as held).
 
         ``keep``: also note each one's row there by id (``_MemberRow``), as
-        ``_write_buried`` reads it (consolidation buries these entries next).
+        ``_write_buried`` reads it (consolidation buries these entries next);
+        ``texts``: their tokens as text by rowid, where the caller has them.
         """
         rows: dict[int, tuple[Any, ...]] = {}
         for part in _chunks(sorted(set(rowids))):
@@ -1316,8 +1395,11 @@ class SqlStore(MemoryStore):
                 entry_id = str(row[1])
                 fresh = entry_id not in self._population  # materialized from this row
                 # (the columns as SQLite types them: TEXT, REAL, INTEGER NOT NULL)
+                text = texts.get(int(row[0])) if texts is not None else None
+                if text is None:
+                    text = row_tokens(str(toks), row[6])
                 keep[entry_id] = (
-                    int(row[0]), int(row[2]), str(toks), fresh, row[7], row[3], row[4], row[5],
+                    int(row[0]), int(row[2]), text, fresh, row[7], row[3], row[4], row[5],
                 )  # fmt: skip
         out = []
         for rowid in rowids:
@@ -1488,7 +1570,7 @@ class SqlStore(MemoryStore):
                     self.tick,
                     int(heir.pinned),
                     death_tick(heir.energy, self.tick, self.upkeep, heir.pinned),
-                    " ".join(toks),
+                    toks_column(conn, toks),
                     heir.kind.value,
                     int(damaged),
                     data,
@@ -1538,13 +1620,14 @@ class SqlStore(MemoryStore):
             missing = [e.id for e in entries if e.id not in rows]
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
-            for entry_id, rowid, alive, toks, kind, energy, anchor, pinned in conn.execute(
-                "SELECT id, rowid, alive, toks, kind, energy, anchor, pinned FROM entries "
-                f"WHERE id IN ({marks})",
+            for entry_id, rowid, alive, toks, kind, energy, anchor, pinned, data in conn.execute(
+                "SELECT id, rowid, alive, toks, kind, energy, anchor, pinned, "
+                "CASE WHEN alive = 1 AND toks = '' THEN data END "
+                f"FROM entries WHERE id IN ({marks})",
                 chunk,
             ):
                 rows[str(entry_id)] = (
-                    int(rowid), int(alive), str(toks), False,
+                    int(rowid), int(alive), row_tokens(str(toks), data) if alive else "", False,
                     str(kind), float(energy), int(anchor), int(pinned),
                 )  # fmt: skip
         for entry in entries:
@@ -2127,8 +2210,9 @@ class SqlStore(MemoryStore):
             entry = self._population.get(row[1])
             if entry is None:
                 entry = self._population[row[1]] = self._materialize(row[:-1])
-                # The indexed tokens: what the consult's similarity would tokenize again.
-                self.retriever.remember_tokens(entry, str(row[-1]).split())
+                if row[-1]:  # the indexed tokens (rows before schema 12 keep them):
+                    # what the consult's similarity would otherwise tokenize again
+                    self.retriever.remember_tokens(entry, str(row[-1]).split())
             out.append((entry, scores[int(row[0])]))
         return out
 

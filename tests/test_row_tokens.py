@@ -1,0 +1,164 @@
+"""A row's indexed tokens read from its text (schema 12).
+
+An SQLite store leaves ``toks`` empty and reads a row's token set from its question and
+answer (``sqlstore.row_tokens``): in C for a plain lesson's list row, in Python for any
+other. Both must be exactly the set the index was built from, ``entry_tokens``; rows an
+earlier schema wrote keep their ``toks`` and must be buried and merged from it alike.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import compiled_or_skip
+from darwin_memo import MemoryEntry
+from darwin_memo.backends import sqlstore
+from darwin_memo.backends.sqlite import SqliteBackend
+from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_json, row_tokens, token_text
+from darwin_memo.errors import StoreFormatError
+from darwin_memo.retrieval import STOPWORDS
+from test_packs import check_lists
+from test_rows import entries
+
+# ASCII with what JSON escapes (quotes, backslashes, control characters), capitals,
+# stopwords and plurals; and some text that is not ASCII.
+_ASCII = st.lists(
+    st.sampled_from(["the", "classes", "bus", "Tests", "v0.3"])
+    | st.text(st.sampled_from(list('abcsxyzABCS019.*_-/:?! "\\\t\n\x01')), max_size=8),
+    max_size=12,
+).map(" ".join)
+_ANY = _ASCII | st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(entries(), _ANY, _ANY)
+def test_a_rows_tokens_are_the_entrys_tokens(entry: MemoryEntry, q: str, a: str) -> None:
+    """Whatever the row's shape (a list, an object) and text, C or Python."""
+    entry.question, entry.answer = q.strip() or "q", a
+    data = row_json(entry)
+    expect = " ".join(entry_tokens(entry))
+    assert token_text(data) == expect
+    assert row_tokens("", data) == expect
+    assert row_tokens("kept text", data) == "kept text"  # a row before schema 12: its own
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ASCII, _ASCII)
+def test_the_compiled_reader_agrees_or_declines(q: str, a: str) -> None:
+    ctext = compiled_or_skip("_ctext")
+    entry = MemoryEntry(q.strip() or "q", a, recorded_ts="t", id="e1")
+    data = row_json(entry)
+    got = ctext.row_tokens(data, STOPWORDS)
+    plain = data.startswith("[") and "\\" not in data.split('",[', 1)[0]
+    if got is None:
+        assert not plain or not data.isascii()
+    else:
+        assert got == " ".join(entry_tokens(entry))
+
+
+def test_the_compiled_reader_declines_what_it_does_not_read() -> None:
+    ctext = compiled_or_skip("_ctext")
+    lesson = '["Restart the Workers", "pin v0.36.2 (INC-1)", ["ci"], "t"]'
+    assert ctext.row_tokens(lesson, STOPWORDS) == "1 inc pin restart v0.36.2 worker"
+    for data in (
+        '{"question": "a", "answer": "b"}',  # an object row: Python reads it
+        '["a \\"quoted\\" word", "b", [], "t"]',  # an escape
+        '["café", "b", [], "t"]',  # not ASCII
+        '["a", 1, [], "t"]',  # not a lesson's list
+        '["a", "b"',  # cut short
+        '["a"]',
+        "",
+        "[",
+    ):
+        assert ctext.row_tokens(data, STOPWORDS) is None, data
+    with pytest.raises(TypeError, match="set"):
+        ctext.row_tokens(lesson, list(STOPWORDS))
+
+
+def test_a_row_without_a_question_is_named_damaged() -> None:
+    for data in ("not json", "[1, 2]", '{"answer": "b"}', "[]", "3"):
+        with pytest.raises(StoreFormatError, match=r"damaged.*verify"):
+            token_text(data)
+
+
+def test_sqlite_rows_keep_no_tokens_and_postgres_rows_keep_them(pg_cluster: Any) -> None:
+    from conftest import new_store
+
+    for kind, kept in (("sqlite", False), ("postgres", True)):
+        store = new_store(kind)
+        entry = MemoryEntry("How do I restart the Workers?", "Drain them first", id="e1")
+        store.add(entry)
+        (toks,) = store.conn.execute("SELECT toks FROM entries WHERE id = 'e1'").fetchone()
+        assert toks == (" ".join(entry_tokens(entry)) if kept else "")
+        store.backend.close()
+
+
+def _old_rows(path: Path) -> None:
+    """Give every row the ``toks`` an earlier schema wrote (its tokens as text)."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT rowid, data FROM entries").fetchall()
+    conn.executemany(
+        "UPDATE entries SET toks = ? WHERE rowid = ?", [(token_text(d), r) for r, d in rows]
+    )
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_burials_and_merges_keep_the_index_exact_with_either_kind_of_row(
+    tmp_path: Path, old: bool
+) -> None:
+    rnd = random.Random(5)
+    words = ["api", "worker", "queue", "restart", "cache", "pin", "drain", "deploy", "flag"]
+    path = tmp_path / "s.db"
+    store = SqlStore(SqliteBackend(path, create=True), max_energy=5.0, upkeep=0.25)
+    for i in range(120):
+        q = " ".join(rnd.sample(words, 4))
+        store.add(MemoryEntry(q.title() + "?", f"do {rnd.choice(words)} {i % 7}", id=f"e{i:03d}"))
+    store.backend.close()
+    if old:
+        _old_rows(path)
+    backend = SqliteBackend(path)
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.25)
+    (kept,) = backend.conn.execute("SELECT COUNT(*) FROM entries WHERE toks <> ''").fetchone()
+    assert (kept == 120) is old
+    from darwin_memo.consolidate import merge_groups
+
+    merges = merge_groups(store, cycle=1, threshold=0.55)
+    store.flush(store.dirty)
+    assert merges
+    check_lists(backend.conn)
+    for _ in range(3):  # lazy upkeep's deaths: buried one by one
+        store.charge_upkeep()
+        store.flush(store.dirty)
+    check_lists(backend.conn)
+    (dead,) = backend.conn.execute("SELECT COUNT(*) FROM entries WHERE alive = 0").fetchone()
+    assert dead > len(merges)
+    backend.close()
+
+
+def test_the_graveyard_is_searched_by_the_tokens_of_its_rows(tmp_path: Path) -> None:
+    backend = SqliteBackend(tmp_path / "s.db", create=True)
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
+    store.add(MemoryEntry("Can I delete the Offsite backups?", "no", id="gone1"))
+    store.add(MemoryEntry("Rotate the keys?", "yearly", id="gone2"))
+    store.bury("gone1")
+    store.bury("gone2")
+    store.flush(store.dirty)
+    conn = backend.conn
+    assert conn.execute("SELECT COUNT(*) FROM entries WHERE alive = 0").fetchone() == (2,)
+    hits = conn.execute(
+        "SELECT id FROM entries WHERE alive = 0 AND "
+        "instr(' ' || darwin_row_tokens(toks, data) || ' ', ' offsite ') > 0"
+    ).fetchall()
+    assert hits == [("gone1",)]
+    assert conn.execute("SELECT darwin_row_tokens('', 'not json')").fetchone() == ("",)
+    assert sqlstore.toks_column(conn, ["a", "b"]) == ""
+    backend.close()
