@@ -8,6 +8,7 @@ earlier schema wrote keep their ``toks`` and must be buried and merged from it a
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -161,4 +162,43 @@ def test_the_graveyard_is_searched_by_the_tokens_of_its_rows(tmp_path: Path) -> 
     assert hits == [("gone1",)]
     assert conn.execute("SELECT darwin_row_tokens('', 'not json')").fetchone() == ("",)
     assert sqlstore.toks_column(conn, ["a", "b"]) == ""
+    backend.close()
+
+
+def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> None:
+    """The dashboard's condition (a cheap test of the JSON first) misses no row: text
+    that NFKC changes, text that is not ASCII, a row written with ``\\u`` escapes."""
+    from darwin_memo.ui_data import _HOLDS_TOKEN
+
+    backend = SqliteBackend(tmp_path / "s.db", create=True)
+    store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
+    texts = {
+        "plain": "Delete the OFFSITE backups?",
+        "wide": "Ｏｆｆｓｉｔｅ backups: delete?",  # NFKC: "offsite"
+        "accent": "Café offsite backups?",
+        "escaped": 'Café offsite backups, "quoted"?',
+        "other": "Rotate the keys?",
+    }
+    for name, question in texts.items():
+        store.add(MemoryEntry(question, "no", id=name))
+        store.bury(name)
+    store.flush(store.dirty)
+    conn = backend.conn
+    # a row as an older version wrote it: the whole entry, non-ASCII as \\u escapes
+    whole = MemoryEntry(texts["escaped"], "no", id="escaped").to_dict()
+    old = json.dumps(whole, ensure_ascii=True)
+    assert "\\u00e9" in old
+    conn.execute("UPDATE entries SET data = ? WHERE id = 'escaped'", (old,))
+    for token, expect in (("offsite", ["accent", "escaped", "plain", "wide"]), ("caf", [])):
+        found = conn.execute(
+            f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN.format(0)} ORDER BY id",
+            {"r0": token, "w0": f" {token} "},
+        ).fetchall()
+        assert [i for (i,) in found] == expect
+    (cafe,) = [t for t in entry_tokens(MemoryEntry(texts["accent"], "no")) if t.startswith("caf")]
+    found = conn.execute(
+        f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN.format(0)} ORDER BY id",
+        {"r0": cafe, "w0": f" {cafe} "},
+    ).fetchall()
+    assert [i for (i,) in found] == ["accent", "escaped"]
     backend.close()

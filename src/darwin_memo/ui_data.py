@@ -696,9 +696,9 @@ class StoreView:
                     params.update(pfx=prefix, pfx_end=prefix + "~")
                 if tokens:
                     words = []
-                    held = "instr(' ' || darwin_row_tokens(toks, data) || ' ', :w{}) > 0"
                     for i, token in enumerate(tokens):
-                        words.append(held.format(i))
+                        words.append(_HOLDS_TOKEN.format(i))
+                        params[f"r{i}"] = token
                         params[f"w{i}"] = f" {token} "
                     either.append("(" + " AND ".join(words) + ")")
                 else:
@@ -804,6 +804,18 @@ def _round_energy(x: float) -> float | int:
     value = round(x, 3)
     return 0 if value == 0 else value + 0.0
 
+
+#: Whether a row holds the token ``:r{0}`` (``:w{0}`` is it between spaces): the tokens
+#: of its question and answer (``sqlstore.row_tokens``, schema 12). An ASCII row without
+#: an escape holds its tokens as they are, lowercase, in its JSON, so one of which
+#: ``lower(data)`` does not contain the token is passed by without reading its tokens;
+#: a row that is not ASCII (NFKC may have changed its tokens) or holds an escape (such
+#: as a ``\u`` one an older row was written with) always reads them.
+_HOLDS_TOKEN = (
+    "(instr(lower(data), :r{0}) > 0 OR length(data) <> length(CAST(data AS BLOB)) "
+    "OR instr(data, char(92)) > 0) "
+    "AND instr(' ' || darwin_row_tokens(toks, data) || ' ', :w{0}) > 0"
+)
 
 #: A row's question and answer: under their keys, or first and second in a lesson's row
 #: held as a list (schema 11; ``backends.sqlstore.row_json``).
