@@ -129,6 +129,30 @@ static const unsigned char *token_chars =
     (const unsigned char *)"abcdefghijklmnopqrstuvwxyz0123456789.*";
 static unsigned char in_token[256];
 
+/* The next run of token characters at or after *i (which moves past it): where it
+ * starts, and in *n its length (0: none is left). */
+static inline Py_ssize_t
+next_run(const char *buf, Py_ssize_t len, Py_ssize_t *i, Py_ssize_t *n)
+{
+    Py_ssize_t k = *i;
+    while (k < len && !in_token[(unsigned char)buf[k]])
+        k++;
+    Py_ssize_t start = k;
+    while (k < len && in_token[(unsigned char)buf[k]])
+        k++;
+    *i = k;
+    *n = k - start;
+    return start;
+}
+
+/* A token's length once stemmed: a final 's' dropped from a run longer than 3 that does
+ * not end in "ss". */
+static inline Py_ssize_t
+stemmed(const char *p, Py_ssize_t n)
+{
+    return (n > 3 && p[n - 1] == 's' && p[n - 2] != 's') ? n - 1 : n;
+}
+
 /* The tokens of the lowercased ASCII ``buf`` (see ascii_tokens), as a new list. */
 static PyObject *
 tokens_of(const char *buf, Py_ssize_t len, PyObject *stopwords)
@@ -138,12 +162,7 @@ tokens_of(const char *buf, Py_ssize_t len, PyObject *stopwords)
         return NULL;
     Py_ssize_t i = 0;
     while (i < len) {
-        while (i < len && !in_token[(unsigned char)buf[i]])
-            i++;
-        Py_ssize_t start = i;
-        while (i < len && in_token[(unsigned char)buf[i]])
-            i++;
-        Py_ssize_t n = i - start;
+        Py_ssize_t n, start = next_run(buf, len, &i, &n);
         if (n == 0)
             break;
         PyObject *token = PyUnicode_FromStringAndSize(buf + start, n);
@@ -158,7 +177,7 @@ tokens_of(const char *buf, Py_ssize_t len, PyObject *stopwords)
             Py_DECREF(token);
             continue;
         }
-        if (n > 3 && buf[start + n - 1] == 's' && buf[start + n - 2] != 's') {
+        if (stemmed(buf + start, n) < n) {
             Py_DECREF(token);
             token = PyUnicode_FromStringAndSize(buf + start, n - 1);
             if (token == NULL)
@@ -175,16 +194,25 @@ fail:
     return NULL;
 }
 
+/* The (str, set) arguments of ascii_tokens and row_tokens; 0 on success. */
+static int
+text_and_stopwords(PyObject *args, const char *format, PyObject **text, PyObject **stopwords)
+{
+    if (!PyArg_ParseTuple(args, format, text, stopwords))
+        return -1;
+    if (!PyAnySet_Check(*stopwords)) {
+        PyErr_Format(PyExc_TypeError, "%s takes the stopwords as a set", format + 3);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 ascii_tokens(PyObject *self, PyObject *args)
 {
     PyObject *text, *stopwords;
-    if (!PyArg_ParseTuple(args, "UO:ascii_tokens", &text, &stopwords))
+    if (text_and_stopwords(args, "UO:ascii_tokens", &text, &stopwords) < 0)
         return NULL;
-    if (!PyAnySet_Check(stopwords)) {
-        PyErr_SetString(PyExc_TypeError, "ascii_tokens takes the stopwords as a set");
-        return NULL;
-    }
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "ascii_tokens takes an ASCII text");
         return NULL;
@@ -334,18 +362,12 @@ joined_set(const char *buf, Py_ssize_t len)
         return PyErr_NoMemory();
     Py_ssize_t count = 0, i = 0;
     while (i < len) {
-        while (i < len && !in_token[(unsigned char)buf[i]])
-            i++;
-        Py_ssize_t start = i;
-        while (i < len && in_token[(unsigned char)buf[i]])
-            i++;
-        Py_ssize_t n = i - start;
+        Py_ssize_t n, start = next_run(buf, len, &i, &n);
         if (n == 0)
             break;
         if (is_stopword(buf + start, n))
             continue;
-        if (n > 3 && buf[start + n - 1] == 's' && buf[start + n - 2] != 's')
-            n--;
+        n = stemmed(buf + start, n);
         uint64_t key = 0;
         for (Py_ssize_t b = 0; b < 8; b++)
             key = (key << 8) | (b < n ? (unsigned char)buf[start + b] : 0u);
@@ -417,12 +439,8 @@ static PyObject *
 row_tokens(PyObject *self, PyObject *args)
 {
     PyObject *data, *stopwords;
-    if (!PyArg_ParseTuple(args, "UO:row_tokens", &data, &stopwords))
+    if (text_and_stopwords(args, "UO:row_tokens", &data, &stopwords) < 0)
         return NULL;
-    if (!PyAnySet_Check(stopwords)) {
-        PyErr_SetString(PyExc_TypeError, "row_tokens takes the stopwords as a set");
-        return NULL;
-    }
     if (!PyUnicode_IS_ASCII(data))
         Py_RETURN_NONE;
     const char *buf = (const char *)PyUnicode_DATA(data);
