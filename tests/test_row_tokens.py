@@ -48,6 +48,12 @@ def test_a_rows_tokens_are_the_entrys_tokens(entry: MemoryEntry, q: str, a: str)
     assert token_text(data) == expect
     assert row_tokens("", data) == expect
     assert row_tokens("kept text", data) == "kept text"  # a row before schema 12: its own
+    held = sqlstore._ROW_TOKENS[0]
+    sqlstore._ROW_TOKENS[0] = False  # as without the compiled reader
+    try:
+        assert token_text(data) == expect
+    finally:
+        sqlstore._ROW_TOKENS[0] = held
 
 
 @settings(max_examples=400, deadline=None)
