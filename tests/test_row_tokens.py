@@ -24,8 +24,9 @@ from darwin_memo.backends import sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_json, row_tokens, token_text
 from darwin_memo.errors import StoreFormatError
+from darwin_memo.ledger import Ledger
 from darwin_memo.retrieval import STOPWORDS
-from test_packs import check_lists
+from test_packs import check_lists, small_blocks  # noqa: F401  (a fixture)
 from test_rows import entries
 
 # ASCII with what JSON escapes (quotes, backslashes, control characters), capitals,
@@ -208,3 +209,67 @@ def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> 
     ).fetchall()
     assert [i for (i,) in found] == ["accent", "escaped"]
     backend.close()
+
+
+def _indexed_store(path: Path) -> SqlStore:
+    rnd = random.Random(9)
+    words = ["api", "worker", "queue", "restart", "cache", "pin", "drain", "deploy"]
+    store = SqlStore(SqliteBackend(path, create=True), max_energy=5.0, upkeep=0.05)
+    for i in range(40):
+        q = " ".join(rnd.sample(words, 3))
+        store.add(MemoryEntry(q + "?", f"step {i} zq{i}", id=f"e{i:02d}"))
+    store.bury("e05")
+    store.flush(store.dirty)
+    return store
+
+
+@pytest.mark.usefixtures("small_blocks")  # (both kinds of list are checked)
+def test_index_problems_name_what_disagrees_with_the_rows(tmp_path: Path) -> None:
+    store = _indexed_store(tmp_path / "s.db")
+    conn = store.conn
+    assert store.index_problems() == []
+    (dense,) = conn.execute("SELECT COUNT(*) FROM tokens WHERE dense = 1").fetchone()
+    assert dense > 0
+
+    def token_id(token: str) -> int:
+        return int(conn.execute("SELECT id FROM tokens WHERE token = ?", (token,)).fetchone()[0])
+
+    # bits and a pack without their rows; a df off by one; a token the index forgot
+    conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id("step"),))
+    conn.execute("UPDATE packs SET ids = ? WHERE token_id = ?", (b"", token_id("zq3")))
+    conn.execute("UPDATE tokens SET df = df + 1 WHERE token = 'zq7'")
+    conn.execute("DELETE FROM tokens WHERE token = 'zq8'")
+    problems = store.index_problems()
+    assert len(problems) == 5, problems
+    assert "index: token 'step' (df 39) lists 0 entries, 39 living rows hold it" in problems
+    assert "index: token 'zq3' (df 1) lists 0 entries, 1 living rows hold it" in problems
+    assert "index: token 'zq7' (df 2) lists 1 entries, 1 living rows hold it" in problems
+    assert "index: 1 living rows hold token 'zq8', not listed" in problems
+    assert "index: lists of 1 unknown token ids" in problems  # zq8's pack, left behind
+    assert store.index_problems(limit=2)[-1] == "index: ... and 3 more"
+    store.backend.close()
+
+
+def test_verify_reports_a_damaged_index(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.db"
+    ledger = Ledger.open(path, create=True)
+    for i in range(5):
+        ledger.add(f"How do I drain queue {i}?", "pause the workers")
+    assert ledger.verify() == []
+    ledger.backend.conn.execute("DELETE FROM packs")  # every list lost
+    problems = ledger.verify()
+    assert problems and all(p.startswith("index: token") for p in problems)
+    ledger.close()
+    out = subprocess.run(
+        [sys.executable, "-m", "darwin_memo", "ledger", str(path), "verify"],
+        capture_output=True,
+        text=True,
+    )
+    report = json.loads(out.stdout)
+    assert report["ok"] is False and "'drain' (df 5) lists 0 entries" in " ".join(
+        report["problems"]
+    )
+    assert "Traceback" not in out.stderr

@@ -1018,9 +1018,10 @@ class Ledger:
                 "records a snapshot to verify from"
             ]
         problems = verify_ledger(self)
-        sums = getattr(self.store, "sums_problems", None)  # SQLite's running sums
-        if sums is not None:
-            problems += sums()
+        for check in ("sums_problems", "index_problems"):  # SQL stores' sums and index
+            found = getattr(self.store, check, None)
+            if found is not None:
+                problems += found()
         return problems
 
     def events(self) -> Iterator[dict[str, Any]]:

@@ -159,7 +159,10 @@ def build_ledger_parser(only: str | None = None) -> argparse.ArgumentParser:
     if wanted("stats"):
         ops.add_parser("stats", help="population and energy")
     if wanted("verify"):
-        ops.add_parser("verify", help="rebuild every balance from the journal and compare")
+        ops.add_parser(
+            "verify",
+            help="rebuild every balance from the journal and compare; check the index",
+        )
     return p
 
 
