@@ -273,3 +273,30 @@ def test_verify_reports_a_damaged_index(tmp_path: Path) -> None:
         report["problems"]
     )
     assert "Traceback" not in out.stderr
+
+
+def test_index_problems_on_postgresql(pg_cluster: Any) -> None:
+    from conftest import new_store
+
+    store = new_store("postgres")
+    for i in range(6):
+        store.add(MemoryEntry(f"How do I drain queue {i}?", f"pause worker w{i}", id=f"e{i}"))
+    store.bury("e5")
+    store.flush(store.dirty)
+    assert store.index_problems() == []
+    conn = store.conn
+    (drain,) = conn.execute("SELECT id FROM tokens WHERE token = 'drain'").fetchone()
+    conn.execute(
+        "DELETE FROM postings WHERE token_id = ? AND entry_rowid = ("
+        "SELECT MIN(entry_rowid) FROM postings WHERE token_id = ?)",
+        (drain, drain),
+    )
+    conn.execute("UPDATE tokens SET df = df + 1 WHERE token = 'w1'")
+    conn.execute("INSERT INTO postings (token_id, entry_rowid) VALUES (999999, 1)")
+    problems = store.index_problems()
+    assert sorted(problems) == [
+        "index: lists of 1 unknown token ids",
+        "index: token 'drain' (df 5) lists 4 entries, 5 living rows hold it",
+        "index: token 'w1' (df 2) lists 1 entries, 1 living rows hold it",
+    ], problems
+    store.backend.close()

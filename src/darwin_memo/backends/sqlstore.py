@@ -1010,6 +1010,52 @@ def backfill_v2(conn: sqlite3.Connection) -> None:
     )
 
 
+#: What ``index_problems`` compares per token: the token, its ``df``, its list as
+#: stored, and whether it is kept in the wrong form (SQLite: a pack for a dense token,
+#: bits for another); a last item ``(None, 0, ids, False)`` gives the ids of lists no
+#: token owns, when there are any.
+_TokenList = tuple[str | None, int, Sequence[int], bool]
+
+
+def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
+    packs = dict(conn.execute("SELECT token_id, ids FROM packs"))
+    blocks: dict[int, list[tuple[int, bytes]]] = {}
+    for token_id, block, bits in conn.execute("SELECT token_id, block, bits FROM blocks"):
+        blocks.setdefault(int(token_id), []).append((int(block), bits))
+    for token, token_id, df, dense in conn.execute("SELECT token, id, df, dense FROM tokens"):
+        pack, bits = packs.pop(token_id, None), blocks.pop(token_id, None)
+        if dense:
+            got: Sequence[int] = [
+                r for b, part in sorted(bits or ()) for r in bits_to_ids(part, b << BLOCK_SHIFT)
+            ]
+            yield str(token), int(df), got, pack is not None
+        else:
+            got = unpack_ids(pack) if pack is not None else array("I")
+            yield str(token), int(df), got, bits is not None
+    orphans = sorted(set(packs) | set(blocks))
+    if orphans:
+        yield None, 0, orphans, False
+
+
+def _pg_lists(conn: Any) -> Iterator[_TokenList]:
+    by_id: dict[int, tuple[str, int, list[int]]] = {}
+    for token_id, token, df in conn.execute("SELECT id, token, df FROM tokens ORDER BY id"):
+        by_id[int(token_id)] = (str(token), int(df), [])
+    orphans: set[int] = set()
+    for token_id, rowid in conn.execute(
+        "SELECT token_id, entry_rowid FROM postings ORDER BY token_id, entry_rowid"
+    ):
+        held = by_id.get(int(token_id))
+        if held is None:
+            orphans.add(int(token_id))
+        else:
+            held[2].append(int(rowid))
+    for token, df, got in by_id.values():
+        yield token, df, got, False
+    if orphans:
+        yield None, 0, sorted(orphans), False
+
+
 class SqlStore(MemoryStore):
     """``MemoryStore`` over an SQLite database (see the module docstring)."""
 
@@ -1805,16 +1851,15 @@ class SqlStore(MemoryStore):
         ]
 
     def index_problems(self, limit: int = 20) -> list[str]:
-        """Where the lexical index disagrees with the rows (SQLite; empty: it agrees).
+        """Where the lexical index disagrees with the rows (empty: it agrees).
 
         Every living row is read (its tokens from its text, ``row_tokens``) and each
-        token's ``df`` and list (pack or bits) are compared with the rows that hold it:
-        a damaged index, or one a change of tokenizer left behind, is named, token by
-        token (the first ``limit``, then how many more). 13.8 s at a million entries.
+        token's ``df`` and list (SQLite: its pack or bits; PostgreSQL: its postings)
+        are compared with the rows that hold it: a damaged index, or one a change of
+        tokenizer left behind, is named, token by token (the first ``limit``, then how
+        many more). 13.8 s at a million entries.
         """
         conn = self.conn
-        if not isinstance(conn, sqlite3.Connection):
-            return []
         problems: list[str] = []
         holders: dict[str, array[int]] = {}
         for rowid, toks, data in conn.execute(
@@ -1832,28 +1877,19 @@ class SqlStore(MemoryStore):
                     holders[t] = array("I", (rowid,))
                 else:
                     held.append(rowid)
-        packs = dict(conn.execute("SELECT token_id, ids FROM packs"))
-        blocks: dict[int, list[tuple[int, bytes]]] = {}
-        for token_id, block, bits in conn.execute("SELECT token_id, block, bits FROM blocks"):
-            blocks.setdefault(int(token_id), []).append((int(block), bits))
-        for token, token_id, df, dense in conn.execute("SELECT token, id, df, dense FROM tokens"):
-            want = holders.pop(str(token), None) or array("I")
-            pack, bits = packs.pop(token_id, None), blocks.pop(token_id, None)
-            if dense:
-                got: Sequence[int] = [
-                    r for b, part in sorted(bits or ()) for r in bits_to_ids(part, b << BLOCK_SHIFT)
-                ]
-            else:
-                got = unpack_ids(pack) if pack is not None else array("I")
-            if df != len(want) or list(got) != list(want) or (pack if dense else bits):
+        lists = _sqlite_lists(conn) if isinstance(conn, sqlite3.Connection) else _pg_lists(conn)
+        for token, df, got, misplaced in lists:
+            if token is None:
+                problems.append(f"index: lists of {len(got)} unknown token ids")
+                continue
+            want = holders.pop(token, None) or array("I")
+            if df != len(want) or list(got) != list(want) or misplaced:
                 problems.append(
                     f"index: token {token!r} (df {df}) lists {len(got)} entries, "
                     f"{len(want)} living rows hold it"
                 )
         for token, want in holders.items():
             problems.append(f"index: {len(want)} living rows hold token {token!r}, not listed")
-        if packs or blocks:
-            problems.append(f"index: lists of {len(set(packs) | set(blocks))} unknown token ids")
         if len(problems) > limit:
             problems[limit:] = [f"index: ... and {len(problems) - limit} more"]
         return problems
