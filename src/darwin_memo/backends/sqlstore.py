@@ -1264,7 +1264,7 @@ class SqlStore(MemoryStore):
         return self._load_all(True)
 
     def token_sets(self, entries: Iterable[MemoryEntry]) -> list[frozenset[str]]:
-        """The lexical token set of each entry, as indexed (no re-tokenizing)."""
+        """The lexical token set of each entry, as indexed (from its row: ``row_tokens``)."""
         wanted = {e.id: e for e in entries}
         found: dict[str, frozenset[str]] = {}
         for entry_id, text, data in self.conn.execute(
