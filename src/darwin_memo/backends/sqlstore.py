@@ -182,7 +182,12 @@ def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> Memo
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
-    return sorted(set(tokenize(entry.text)))
+    return text_tokens(entry.text)
+
+
+def text_tokens(text: str) -> list[str]:
+    """The set of ``text``'s tokens, sorted: what the index holds a row under."""
+    return sorted(set(tokenize(text)))
 
 
 # -- a row's tokens ------------------------------------------------------------------
@@ -222,7 +227,7 @@ def token_text(data: str | bytes) -> str:
             "a row holds no question and answer to index: the store is damaged "
             "(run `darwin-memo ledger FILE verify` to find it)"
         )
-    return " ".join(sorted(set(tokenize(question + " " + answer))))
+    return " ".join(text_tokens(question + " " + answer))  # (MemoryEntry.text)
 
 
 #: ``_ctext.row_tokens`` once looked up (False: not built, or not wanted).
