@@ -82,6 +82,7 @@ def check_lists(conn: sqlite3.Connection) -> int:
     top = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
     assert max(ids, default=0) <= (top[0] if top else 0), "new tokens take ids past every id"
     assert "postings" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert sqlstore.index_problems(conn) == []  # and verify's check agrees
     return dense_count
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "backfill_v2",
     "death_tick",
     "entry_tokens",
+    "index_problems",
     "read_row",
     "rebuild_token",
     "row_json",
@@ -1061,6 +1062,50 @@ def _pg_lists(conn: Any) -> Iterator[_TokenList]:
         yield None, 0, sorted(orphans), False
 
 
+def index_problems(conn: Any, limit: int = 20) -> list[str]:
+    """Where the lexical index disagrees with the rows (empty: it agrees).
+
+    Every living row is read (its tokens from its text, ``row_tokens``) and each
+    token's ``df`` and list (SQLite: its pack or bits; PostgreSQL: its postings)
+    are compared with the rows that hold it: a damaged index, or one a change of
+    tokenizer left behind, is named, token by token (the first ``limit``, then how
+    many more). 13.8 s at a million entries.
+    """
+    problems: list[str] = []
+    holders: dict[str, array[int]] = {}
+    for rowid, toks, data in conn.execute(
+        "SELECT rowid, toks, CASE WHEN toks = '' THEN data END FROM entries "
+        "WHERE alive = 1 ORDER BY rowid"
+    ):
+        try:
+            text = row_tokens(str(toks), data)
+        except StoreFormatError:
+            problems.append(f"index: the row at rowid {rowid} has no question and answer")
+            continue
+        for t in text.split():
+            held = holders.get(t)
+            if held is None:
+                holders[t] = array("I", (rowid,))
+            else:
+                held.append(rowid)
+    lists = _sqlite_lists(conn) if isinstance(conn, sqlite3.Connection) else _pg_lists(conn)
+    for token, df, got, misplaced in lists:
+        if token is None:
+            problems.append(f"index: lists of {len(got)} unknown token ids")
+            continue
+        want = holders.pop(token, None) or array("I")
+        if df != len(want) or list(got) != list(want) or misplaced:
+            problems.append(
+                f"index: token {token!r} (df {df}) lists {len(got)} entries, "
+                f"{len(want)} living rows hold it"
+            )
+    for token, want in holders.items():
+        problems.append(f"index: {len(want)} living rows hold token {token!r}, not listed")
+    if len(problems) > limit:
+        problems[limit:] = [f"index: ... and {len(problems) - limit} more"]
+    return problems
+
+
 class SqlStore(MemoryStore):
     """``MemoryStore`` over an SQLite database (see the module docstring)."""
 
@@ -1856,48 +1901,8 @@ class SqlStore(MemoryStore):
         ]
 
     def index_problems(self, limit: int = 20) -> list[str]:
-        """Where the lexical index disagrees with the rows (empty: it agrees).
-
-        Every living row is read (its tokens from its text, ``row_tokens``) and each
-        token's ``df`` and list (SQLite: its pack or bits; PostgreSQL: its postings)
-        are compared with the rows that hold it: a damaged index, or one a change of
-        tokenizer left behind, is named, token by token (the first ``limit``, then how
-        many more). 13.8 s at a million entries.
-        """
-        conn = self.conn
-        problems: list[str] = []
-        holders: dict[str, array[int]] = {}
-        for rowid, toks, data in conn.execute(
-            "SELECT rowid, toks, CASE WHEN toks = '' THEN data END FROM entries "
-            "WHERE alive = 1 ORDER BY rowid"
-        ):
-            try:
-                text = row_tokens(str(toks), data)
-            except StoreFormatError:
-                problems.append(f"index: the row at rowid {rowid} has no question and answer")
-                continue
-            for t in text.split():
-                held = holders.get(t)
-                if held is None:
-                    holders[t] = array("I", (rowid,))
-                else:
-                    held.append(rowid)
-        lists = _sqlite_lists(conn) if isinstance(conn, sqlite3.Connection) else _pg_lists(conn)
-        for token, df, got, misplaced in lists:
-            if token is None:
-                problems.append(f"index: lists of {len(got)} unknown token ids")
-                continue
-            want = holders.pop(token, None) or array("I")
-            if df != len(want) or list(got) != list(want) or misplaced:
-                problems.append(
-                    f"index: token {token!r} (df {df}) lists {len(got)} entries, "
-                    f"{len(want)} living rows hold it"
-                )
-        for token, want in holders.items():
-            problems.append(f"index: {len(want)} living rows hold token {token!r}, not listed")
-        if len(problems) > limit:
-            problems[limit:] = [f"index: ... and {len(problems) - limit} more"]
-        return problems
+        """Where the lexical index disagrees with the rows (``index_problems``)."""
+        return index_problems(self.conn, limit)
 
     def total_energy(self) -> float:
         totals = self.exact_balances()
