@@ -435,6 +435,18 @@ done:
     return out;
 }
 
+/* After ``sep`` (spaces around it allowed) at or after buf[i], a plain JSON string
+ * (plain_string): where it ends, or -1. */
+static Py_ssize_t
+list_item(const char *buf, Py_ssize_t len, Py_ssize_t i, char sep, Py_ssize_t *start,
+          Py_ssize_t *n)
+{
+    i = skip_space(buf, len, i);
+    if (i >= len || buf[i] != sep)
+        return -1;
+    return plain_string(buf, len, skip_space(buf, len, i + 1), start, n);
+}
+
 static PyObject *
 row_tokens(PyObject *self, PyObject *args)
 {
@@ -446,17 +458,8 @@ row_tokens(PyObject *self, PyObject *args)
     const char *buf = (const char *)PyUnicode_DATA(data);
     Py_ssize_t len = PyUnicode_GET_LENGTH(data);
     Py_ssize_t qs, qn, as, an;
-    Py_ssize_t i = skip_space(buf, len, 0);
-    if (i >= len || buf[i] != '[')
-        Py_RETURN_NONE;
-    i = plain_string(buf, len, skip_space(buf, len, i + 1), &qs, &qn);
-    if (i < 0)
-        Py_RETURN_NONE;
-    i = skip_space(buf, len, i);
-    if (i >= len || buf[i] != ',')
-        Py_RETURN_NONE;
-    i = plain_string(buf, len, skip_space(buf, len, i + 1), &as, &an);
-    if (i < 0)
+    Py_ssize_t i = list_item(buf, len, 0, '[', &qs, &qn);
+    if (i < 0 || (i = list_item(buf, len, i, ',', &as, &an)) < 0)
         Py_RETURN_NONE;
     i = skip_space(buf, len, i);
     if (i >= len || (buf[i] != ',' && buf[i] != ']'))
