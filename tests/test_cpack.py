@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from conftest import compiled_or_skip
 from darwin_memo import native
 from darwin_memo.backends.sqlstore import _dropper, pack_ids, unpack_ids
+from darwin_memo.errors import StoreFormatError
 
 
 def _compiled() -> ModuleType:
@@ -54,8 +55,9 @@ def test_drop_ids_reads_rowids_past_the_bitmap_as_kept() -> None:
 
 def test_drop_ids_refuses_a_torn_pack() -> None:
     cpack = _compiled()
-    with pytest.raises(ValueError, match="multiple of 4"):
-        cpack.drop_ids(b"\x01\x00\x00", b"\xff")
+    for torn in (b"\x01\x80", b"\xff\xff\xff\xff\x10", b"\xff\xff\xff\xff\x0f\x00"):
+        with pytest.raises(ValueError, match="torn"):
+            cpack.drop_ids(torn, b"\xff")
     with pytest.raises(TypeError):
         cpack.drop_ids(bytearray(4), b"")  # a pack is bytes, as SQLite returns blobs
 
@@ -72,3 +74,51 @@ def test_the_store_drops_alike_compiled_or_not(ids: list[int], gone: set[int]) -
         python = _dropper(as_dict)(pack)
     assert compiled == python == pack_ids([r for r in ids if r not in gone])
     assert (compiled is pack) == (python is pack) == (not gone.intersection(ids))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), unique=True).map(sorted))
+def test_packs_are_coded_alike_compiled_or_not(ids: list[int]) -> None:
+    _compiled()
+    compiled = pack_ids(ids)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.PURE_PYTHON_ENV, "1")
+        python = pack_ids(ids)
+        assert list(unpack_ids(compiled)) == ids
+    assert compiled == python
+    assert list(unpack_ids(python)) == ids
+    assert len(compiled) <= 5 * len(ids)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=40))
+def test_any_bytes_decode_alike_compiled_or_not(blob: bytes) -> None:
+    """Every string of whole varints is a pack; anything else is torn, in both."""
+    _compiled()
+
+    def decode() -> list[int] | str:
+        try:
+            return list(unpack_ids(blob))
+        except StoreFormatError as exc:
+            return str(exc)
+
+    compiled = decode()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.PURE_PYTHON_ENV, "1")
+        python = decode()
+    assert compiled == python
+    if isinstance(compiled, list):
+        assert compiled == sorted(set(compiled)) and all(r < 2**32 for r in compiled)
+        assert list(unpack_ids(pack_ids(compiled))) == compiled  # (padded varints re-code)
+    else:
+        assert "torn" in compiled and "verify" in compiled
+
+
+def test_pack_ids_refuses_rowids_out_of_order() -> None:
+    for ids in ([3, 3], [5, 2]):
+        with pytest.raises(ValueError, match="strictly increasing"):
+            pack_ids(ids)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(native.PURE_PYTHON_ENV, "1")
+            with pytest.raises(ValueError, match="strictly increasing"):
+                pack_ids(ids)

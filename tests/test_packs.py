@@ -51,13 +51,13 @@ def check_lists(conn: sqlite3.Connection) -> int:
             holders.setdefault(t, []).append(int(rowid))
     names = {}
     dense_count = 0
-    for token, token_id, df, dense in conn.execute(
-        "SELECT token, id, df, dense FROM tokens"
+    for token, token_id, df, dense, pack in conn.execute(
+        "SELECT token, id, df, dense, ids FROM tokens"
     ).fetchall():
         names[token] = token_id
         truth = sorted(holders.get(token, []))
         assert len(truth) == df, token
-        packs = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchall()
+        packs = [(pack,)] if pack is not None else []
         blocks = conn.execute(
             "SELECT block, bits FROM blocks WHERE token_id = ? ORDER BY block", (token_id,)
         ).fetchall()
@@ -75,13 +75,14 @@ def check_lists(conn: sqlite3.Connection) -> int:
             got = list(unpack_ids(packs[0][0])) if packs else []
             assert bool(packs) == bool(truth), "no empty packs are kept"
         assert got == truth
-        assert list(sqlstore.token_ids(conn, token_id, bool(dense))) == truth
+        assert list(sqlstore.token_ids(conn, token, token_id, bool(dense))) == truth
     assert set(holders) <= set(names), "every living row's tokens are in tokens"
     ids = list(names.values())
     assert len(set(ids)) == len(ids), "token ids are unique"
     top = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
     assert max(ids, default=0) <= (top[0] if top else 0), "new tokens take ids past every id"
-    assert "postings" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert "postings" not in tables and "packs" not in tables
     assert sqlstore.index_problems(conn) == []  # and verify's check agrees
     return dense_count
 
@@ -102,9 +103,12 @@ def new_store(tmp: Path, floor: float = 0.25) -> SqlStore:
 
 
 def test_pack_and_bits_round_trip() -> None:
-    ids = [0, 1, 7, 8, 255, 256, 65_535, 65_536, 2**31 + 5]
+    ids = [0, 1, 7, 8, 255, 256, 65_535, 65_536, 2**31 + 5, 2**32 - 1]
     assert list(unpack_ids(pack_ids(ids))) == ids
-    assert pack_ids(ids)[:8] == bytes([0, 0, 0, 0, 1, 0, 0, 0])  # little-endian, 4 bytes
+    # The first rowid, then each gap less one, as unsigned LEB128 varints.
+    assert pack_ids(ids)[:6] == bytes([0, 0, 5, 0, 0xF6, 0x01])
+    assert pack_ids([300]) == bytes([0xAC, 0x02]) and pack_ids([]) == b""
+    assert list(unpack_ids(bytes([0xAC, 0x02, 0x00, 0x7F]))) == [300, 301, 429]
     bits = bytes([0b1000_0001, 0, 0b0100_0000])
     assert bits_to_ids(bits) == [0, 7, 22]
     assert bits_to_ids(bits, 100) == [100, 107, 122]
@@ -235,37 +239,76 @@ def test_migration_gives_an_older_store_its_lists(
     store.backend.close()
 
 
+def write_legacy_lists(conn: sqlite3.Connection) -> dict[str, list[int]]:
+    """Give a store written with its lists switched off the lists schemas 4 to 12 kept:
+    a ``packs`` row of 32-bit integers per token, bits (``blocks``) for a common one.
+    Returns every token's list."""
+    from darwin_memo.migrations import _pack32
+
+    lists: dict[str, list[int]] = {}
+    for rowid, toks, data in conn.execute(
+        "SELECT rowid, toks, data FROM entries WHERE alive = 1 ORDER BY rowid"
+    ).fetchall():
+        for t in sqlstore.row_tokens(str(toks), data).split():
+            lists.setdefault(t, []).append(int(rowid))
+    ids = dict(conn.execute("SELECT token, id FROM tokens").fetchall())
+    conn.execute("DELETE FROM packs")
+    conn.execute("DELETE FROM blocks")
+    for token, held in lists.items():
+        dense = len(held) >= sqlstore.DENSE_MIN
+        if dense:
+            sqlstore._write_blocks(conn, ids[token], held, True)
+        else:
+            conn.execute("INSERT INTO packs VALUES (?, ?)", (ids[token], _pack32(held)))
+        conn.execute("UPDATE tokens SET dense = ? WHERE token = ?", (int(dense), token))
+    conn.commit()
+    return lists
+
+
+def old_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, seed: int, n: int
+) -> None:
+    """A store at schema ``version`` (4 to 12) with ``n`` entries and its lists as that
+    schema kept them, closed."""
+    from darwin_memo import migrations
+
+    full = list(migrations.MIGRATIONS)
+    rnd = random.Random(seed)
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", full[:version])
+        patch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
+        old = new_store(tmp_path)
+        for _ in range(n):
+            old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
+        old.backend.close()
+    conn = sqlite3.connect(tmp_path / "store.db")
+    write_legacy_lists(conn)
+    conn.close()
+
+
 def test_m008_keeps_the_vocabulary_once_with_its_ids(
     small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from darwin_memo import migrations
 
-    rnd = random.Random(8)
-    full = list(migrations.MIGRATIONS)
-    monkeypatch.setattr(migrations, "MIGRATIONS", full[:7])  # a store written before m008
-    old = new_store(tmp_path)
-    for _ in range(80):
-        old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
-    old.backend.close()
+    old_store(tmp_path, monkeypatch, 7, seed=8, n=80)  # a store written before m008
     path = tmp_path / "store.db"
     conn = sqlite3.connect(path)
     before = sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall())
-    lists = sorted(conn.execute("SELECT token_id, ids FROM packs").fetchall())
+    assert sum(dense for *_, dense in before) > 0
     assert "sqlite_autoindex_tokens_1" in {
         n for (n,) in conn.execute("SELECT name FROM sqlite_master")
     }
     conn.close()
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", full)
     store = new_store(tmp_path)
     conn = store.conn
-    assert migrations.schema_version(conn) == len(full)
+    assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tokens'").fetchone()
     assert "WITHOUT ROWID" in sql
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     assert not {n for n in names if n.startswith("sqlite_autoindex_tokens")}, "text held once"
     assert sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall()) == before
-    assert sorted(conn.execute("SELECT token_id, ids FROM packs").fetchall()) == lists
     check_lists(conn)
     top = max(token_id for _, token_id, _, _ in before)
     store.add(MemoryEntry("zebra quokka api", "w1 restart"))  # two new tokens, three known
@@ -274,6 +317,84 @@ def test_m008_keeps_the_vocabulary_once_with_its_ids(
     check_lists(conn)
     for query in ("zebra api", "restart the queue", "w1 w2 w3", "quokka"):
         assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
+    store.backend.close()
+
+
+def test_m013_moves_every_list_into_its_vocabulary_row(
+    small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from darwin_memo import migrations
+    from darwin_memo.migrations import _unpack32
+
+    old_store(tmp_path, monkeypatch, 12, seed=13, n=120)  # a store written before m013
+    conn = sqlite3.connect(tmp_path / "store.db")
+    packs = {
+        token: list(_unpack32(blob))
+        for token, blob in conn.execute(
+            "SELECT t.token, p.ids FROM tokens t JOIN packs p ON p.token_id = t.id"
+        )
+    }
+    bits = conn.execute("SELECT * FROM blocks ORDER BY token_id, block").fetchall()
+    vocabulary = sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall())
+    assert packs and bits
+    conn.close()
+
+    store = new_store(tmp_path)
+    conn = store.conn
+    assert migrations.schema_version(conn) == len(migrations.MIGRATIONS) >= 13
+    assert sorted(conn.execute("SELECT token, id, df, dense FROM tokens").fetchall()) == vocabulary
+    moved = {
+        token: list(unpack_ids(blob))
+        for token, blob in conn.execute("SELECT token, ids FROM tokens WHERE ids IS NOT NULL")
+    }
+    assert moved == packs
+    assert conn.execute("SELECT * FROM blocks ORDER BY token_id, block").fetchall() == bits
+    check_lists(conn)  # and no packs table
+    rnd = random.Random(1)
+    for _ in range(30):
+        store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
+    for entry in store.alive()[:40]:
+        store.bury(entry.id)
+    check_lists(conn)
+    for query in ("api worker", "restart the queue", "w1 w2 w3", "w7 cache"):
+        assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
+    store.backend.close()
+
+
+def test_m013_run_again_builds_lost_lists_from_the_rows(small_blocks: None, tmp_path: Path) -> None:
+    """A vocabulary rebuilt by an earlier migration run again (no ``ids`` column, no
+    ``packs``) gets its lists back from the rows."""
+    store = new_store(tmp_path)
+    rnd = random.Random(2)
+    for _ in range(70):
+        store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
+    store.backend.close()
+    conn = sqlite3.connect(tmp_path / "store.db")
+    conn.execute("ALTER TABLE tokens DROP COLUMN ids")
+    conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
+    conn.commit()
+    conn.close()
+
+    store = new_store(tmp_path)
+    check_lists(store.conn)
+    store.backend.close()
+
+
+def test_a_torn_pack_is_a_one_line_error_that_names_verify(tmp_path: Path) -> None:
+    from darwin_memo.errors import StoreFormatError
+
+    store = new_store(tmp_path)
+    store.add(MemoryEntry("rotate the zq3 signing key", "run rotate-key"))
+    store.add(MemoryEntry("zq3 restart", "drain first"))
+    store.backend.close()
+    conn = sqlite3.connect(tmp_path / "store.db")
+    conn.execute("UPDATE tokens SET ids = x'01ff' WHERE token = 'zq3'")  # cut short
+    conn.commit()
+    conn.close()
+    store = new_store(tmp_path)
+    with pytest.raises(StoreFormatError, match=r"torn.*darwin-memo ledger FILE verify"):
+        store.retrieve("zq3", 3)
+    assert "index: token 'zq3''s pack is torn" in sqlstore.index_problems(store.conn)
     store.backend.close()
 
 

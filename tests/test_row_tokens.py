@@ -236,16 +236,17 @@ def test_index_problems_name_what_disagrees_with_the_rows(tmp_path: Path) -> Non
 
     # bits and a pack without their rows; a df off by one; a token the index forgot
     conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id("step"),))
-    conn.execute("UPDATE packs SET ids = ? WHERE token_id = ?", (b"", token_id("zq3")))
+    conn.execute("UPDATE tokens SET ids = NULL WHERE token = 'zq3'")
     conn.execute("UPDATE tokens SET df = df + 1 WHERE token = 'zq7'")
     conn.execute("DELETE FROM tokens WHERE token = 'zq8'")
+    conn.execute("INSERT INTO blocks VALUES (?, 0, x'01')", (token_id("step") + 10**6,))
     problems = store.index_problems()
     assert len(problems) == 5, problems
     assert "index: token 'step' (df 39) lists 0 entries, 39 living rows hold it" in problems
     assert "index: token 'zq3' (df 1) lists 0 entries, 1 living rows hold it" in problems
     assert "index: token 'zq7' (df 2) lists 1 entries, 1 living rows hold it" in problems
     assert "index: 1 living rows hold token 'zq8', not listed" in problems
-    assert "index: lists of 1 unknown token ids" in problems  # zq8's pack, left behind
+    assert "index: lists of 1 unknown token ids" in problems  # bits no token owns
     assert store.index_problems(limit=2)[-1] == "index: ... and 3 more"
     store.backend.close()
 
@@ -259,7 +260,7 @@ def test_verify_reports_a_damaged_index(tmp_path: Path) -> None:
     for i in range(5):
         ledger.add(f"How do I drain queue {i}?", "pause the workers")
     assert ledger.verify() == []
-    ledger.backend.conn.execute("DELETE FROM packs")  # every list lost
+    ledger.backend.conn.execute("UPDATE tokens SET ids = NULL")  # every list lost
     problems = ledger.verify()
     assert problems and all(p.startswith("index: token") for p in problems)
     ledger.close()

@@ -10,6 +10,8 @@ than guessed at.
 from __future__ import annotations
 
 import sqlite3
+import sys
+from array import array
 from collections.abc import Callable
 
 from .errors import StoreFormatError
@@ -214,7 +216,7 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
     from itertools import groupby
     from operator import itemgetter
 
-    from .backends.sqlstore import DENSE_MIN, write_token
+    from .backends.sqlstore import DENSE_MIN, _write_blocks
 
     _script(
         conn,
@@ -237,9 +239,31 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
         "JOIN tokens t ON t.id = p.token_id ORDER BY p.token_id, p.entry_rowid"
     )
     second = itemgetter(1)
-    for (token_id, token), group in groupby(rows, key=itemgetter(0, 2)):
+    for (token_id, _token), group in groupby(rows, key=itemgetter(0, 2)):
         ids = list(map(second, group))
-        write_token(conn, str(token), int(token_id), ids, dense=len(ids) >= DENSE_MIN)
+        if len(ids) >= DENSE_MIN:
+            _write_blocks(conn, int(token_id), ids, True)
+            conn.execute("UPDATE tokens SET dense = 1 WHERE id = ?", (token_id,))
+        else:  # the packs of schemas 4 to 12: 32-bit integers (m013 moves them)
+            conn.execute(
+                "INSERT INTO packs (token_id, ids) VALUES (?, ?)", (token_id, _pack32(ids))
+            )
+
+
+def _pack32(ids: list[int]) -> bytes:
+    """A list as schemas 4 to 12 packed it: little-endian unsigned 32-bit integers."""
+    arr = array("I", ids)
+    if sys.byteorder == "big":
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def _unpack32(blob: bytes) -> array[int]:
+    arr = array("I")
+    arr.frombytes(blob[: len(blob) - len(blob) % 4])
+    if sys.byteorder == "big":
+        arr.byteswap()
+    return arr
 
 
 @migration(5, "m005_settled_entries")
@@ -391,3 +415,47 @@ def m012_tokens_from_text(conn: sqlite3.Connection) -> None:
     an empty ``toks`` for a row without tokens and leave it in the index when it dies,
     from writing the store.
     """
+
+
+@migration(13, "m013_lists_in_vocabulary")
+def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
+    """A token's list is kept in its vocabulary row, as varint gaps (``tokens.ids``).
+
+    Schemas 4 to 12 kept it in its own ``packs`` row, as 32-bit integers: a row and a
+    key per token besides the vocabulary's, and four bytes a rowid. From schema 13 a
+    list is the first rowid, then each next one's distance from the one before, less
+    one, as varints (``backends.sqlstore.pack_ids``): about a sixth of a 10k-entry
+    store's file, an eighth of a 1M one's. The lists are moved here and ``packs`` goes
+    (its pages are reused; ``darwin-memo migrate`` writes a compact copy). A store
+    without ``packs`` whose vocabulary has no ``ids`` yet (an earlier migration run
+    again) has its lists built from its rows. The version keeps older darwin-memo,
+    which reads the lists from ``packs``, from using the store.
+    """
+    from .backends.sqlstore import pack_ids, row_tokens
+
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(tokens)")}
+    if "ids" not in columns:
+        conn.execute("ALTER TABLE tokens ADD COLUMN ids BLOB")
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    if "packs" in tables:
+        moved = [
+            (pack_ids(_unpack32(blob)), str(token))
+            for token, blob in conn.execute(
+                "SELECT t.token, p.ids FROM tokens AS t JOIN packs AS p ON p.token_id = t.id "
+                "WHERE t.dense = 0 ORDER BY t.token"
+            )
+            if blob
+        ]
+        conn.executemany("UPDATE tokens SET ids = ? WHERE token = ?", moved)
+        conn.execute("DROP TABLE packs")
+    elif "ids" not in columns:
+        lists: dict[str, list[int]] = {}
+        for rowid, toks, data in conn.execute(
+            "SELECT rowid, toks, data FROM entries WHERE alive = 1 ORDER BY rowid"
+        ):
+            for t in row_tokens(str(toks), data).split():
+                lists.setdefault(t, []).append(int(rowid))
+        conn.executemany(
+            "UPDATE tokens SET ids = ? WHERE token = ? AND dense = 0",
+            [(pack_ids(lists[t]), t) for t in sorted(lists)],
+        )

@@ -289,14 +289,14 @@ def _matches(entry: MemoryEntry, query: PageQuery) -> bool:
     return needle in entry.question.casefold() or needle in entry.answer.casefold()
 
 
-def _holding_all(conn: sqlite3.Connection, tokens: list[tuple[int, int]]) -> list[int]:
-    """The rowids of the living entries holding every token (``(id, dense)`` rows of
-    ``tokens``), sorted: the store's lists intersected, shortest first."""
+def _holding_all(conn: sqlite3.Connection, tokens: list[tuple[str, int, int]]) -> list[int]:
+    """The rowids of the living entries holding every token (``(token, id, dense)`` rows
+    of ``tokens``), sorted: the store's lists intersected, shortest first."""
     from .backends.sqlstore import token_ids
 
     held: set[int] | None = None
-    for token_id, dense in sorted(tokens, key=lambda row: row[1]):  # packs before bits
-        ids = token_ids(conn, int(token_id), bool(dense))
+    for token, token_id, dense in sorted(tokens, key=lambda row: row[2]):  # packs before bits
+        ids = token_ids(conn, str(token), int(token_id), bool(dense))
         held = set(ids) if held is None else held.intersection(ids)
         if not held:
             return []
@@ -561,7 +561,8 @@ class StoreView:
             tokens = query.tokens()
             if tokens:
                 found = conn.execute(
-                    f"SELECT id, dense FROM tokens WHERE token IN ({','.join('?' * len(tokens))})",
+                    f"SELECT token, id, dense FROM tokens "
+                    f"WHERE token IN ({','.join('?' * len(tokens))})",
                     tokens,
                 ).fetchall()
                 if len(found) == len(tokens):

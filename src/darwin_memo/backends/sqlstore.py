@@ -107,6 +107,7 @@ _COLUMNS = "rowid, id, alive, energy, anchor, pinned, data, kind"
 _MemberRow = tuple[int, int, str, bool, str, float, int, int]
 _BIG_ENDIAN = sys.byteorder == "big"
 _first = itemgetter(0)
+_second = itemgetter(1)
 _BIT_OF_LOW = bytes(1 << (b & 7) for b in range(256))  # a rowid's bit in its byte, by low byte
 _ID_SIZE = array("I").itemsize
 _LOW_BYTE = _ID_SIZE - 1 if _BIG_ENDIAN else 0  # where an array("I") item keeps its low byte
@@ -433,9 +434,12 @@ def _index_tokens(
 # whether a candidate holds a token one primary-key probe, so an SQLite store keeps
 # every token's list in a form Python reads in one step instead:
 #
-# - ``packs``: a token held by fewer than DENSE_MIN entries has its rowids as one
-#   sorted array of unsigned 32-bit integers (little-endian), at most 32 KiB (so
-#   rowids stay under 2**32: four billion entries ever written);
+# - a pack (``tokens.ids``, schema 13): a token held by fewer than DENSE_MIN entries
+#   has its rowids in its own vocabulary row, as varints (unsigned LEB128): the first
+#   rowid, then each next one's distance from the one before, less one (``pack_ids``).
+#   A 10k-entry store's lists take about 1.7 bytes a rowid so; rowids stay under
+#   2**32 (four billion entries ever written). Schemas 4 to 12 kept each list in a
+#   ``packs`` row of 32-bit integers (m013 moves them);
 # - ``blocks``: a common token (``tokens.dense = 1``) has its rowids as bits, in
 #   blocks of 2**BLOCK_SHIFT rowids (trailing zero bytes trimmed), so a membership
 #   test is a byte lookup. It goes back to a pack under DENSE_DROP holders (the gap
@@ -459,18 +463,59 @@ _BLOCK_MASK = (1 << BLOCK_SHIFT) - 1
 
 
 def pack_ids(ids: Iterable[int]) -> bytes:
-    """Sorted rowids as little-endian unsigned 32-bit integers."""
-    arr = array("I", ids)
-    if _BIG_ENDIAN:
-        arr.byteswap()
-    return arr.tobytes()
+    """Strictly increasing rowids as a pack: the first, then each gap less one, as
+    unsigned LEB128 varints (compiled in ``darwin_memo._cpack`` where built)."""
+    arr = ids if isinstance(ids, array) and ids.typecode == "I" else array("I", ids)
+    cpack = native.compiled("_cpack")
+    if cpack is not None:
+        coded: bytes = cpack.encode_ids(arr)
+        return coded
+    out = bytearray()
+    last = -1
+    for rowid in arr:
+        if rowid <= last:
+            raise ValueError("a pack's rowids must be strictly increasing")
+        value = rowid if last < 0 else rowid - last - 1
+        last = rowid
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out)
+
+
+_TORN_PACK = (
+    "a token's list in the index is torn (a varint cut short or past 32 bits): the store "
+    "is damaged (run `darwin-memo ledger FILE verify` to find it)"
+)
 
 
 def unpack_ids(blob: bytes) -> array[int]:
+    """A pack's rowids (``pack_ids``); StoreFormatError when it is torn."""
     arr = array("I")
-    arr.frombytes(blob)
-    if _BIG_ENDIAN:
-        arr.byteswap()
+    cpack = native.compiled("_cpack")
+    if cpack is not None:
+        try:
+            arr.frombytes(cpack.decode_ids(blob))
+        except ValueError:
+            raise StoreFormatError(_TORN_PACK) from None
+        return arr
+    value = shift = 0
+    last = -1
+    for byte in blob:
+        value |= (byte & 0x7F) << shift
+        if byte & 0x80:
+            shift += 7
+            if shift >= 35:
+                raise StoreFormatError(_TORN_PACK)
+            continue
+        last = value if last < 0 else last + 1 + value
+        if last > 0xFFFFFFFF:
+            raise StoreFormatError(_TORN_PACK)
+        arr.append(last)
+        value = shift = 0
+    if shift:
+        raise StoreFormatError(_TORN_PACK)
     return arr
 
 
@@ -519,9 +564,8 @@ def rebuild_token(
     """Move ``token_id``'s list from bits to a pack or back (``dense``: its form now),
     with the changes ``held`` (rowid -> whether it now holds the token) applied and
     the rowids ``gone`` taken out."""
-    ids = _changed(array("I", token_ids(conn, token_id, dense)), held)
+    ids = _changed(array("I", token_ids(conn, token, token_id, dense)), held)
     conn.execute("DELETE FROM blocks WHERE token_id = ?", (token_id,))
-    conn.execute("DELETE FROM packs WHERE token_id = ?", (token_id,))
     write_token(conn, token, token_id, [r for r in ids if r not in gone], dense=not dense)
 
 
@@ -567,12 +611,11 @@ def _clear_blocks(conn: sqlite3.Connection, token_id: int, masks: Mapping[int, i
 def write_token(
     conn: sqlite3.Connection, token: str, token_id: int, ids: list[int], *, dense: bool
 ) -> None:
-    """Store a token's sorted rowids as blocks (``dense``) or as a pack (no rows there yet)."""
+    """Store a token's sorted rowids as blocks (``dense``; none there yet) or as its pack."""
     if dense:
         _write_blocks(conn, token_id, ids, True)
-    elif ids:
-        conn.execute("INSERT INTO packs (token_id, ids) VALUES (?, ?)", (token_id, pack_ids(ids)))
-    conn.execute("UPDATE tokens SET dense = ? WHERE token = ?", (int(dense), token))
+    pack = pack_ids(ids) if ids and not dense else None
+    conn.execute("UPDATE tokens SET dense = ?, ids = ? WHERE token = ?", (int(dense), pack, token))
 
 
 def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
@@ -616,7 +659,15 @@ def _dropper(gone: Collection[int]) -> Callable[[bytes], bytes]:
         for rowid in gone:
             bits[rowid >> 3] |= 1 << (rowid & 7)
         bitmap = bytes(bits)
-        return lambda pack: cpack.drop_ids(pack, bitmap)
+
+        def drop_compiled(pack: bytes) -> bytes:
+            try:
+                kept: bytes = cpack.drop_ids(pack, bitmap)
+            except ValueError:
+                raise StoreFormatError(_TORN_PACK) from None
+            return kept
+
+        return drop_compiled
 
     def drop(pack: bytes) -> bytes:
         ids = unpack_ids(pack)
@@ -642,9 +693,9 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
     drop = _dropper(gone)
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
-        packed: dict[int, str] = {}  # token id -> token, for the packs read below
-        for token, token_id, df, dense in conn.execute(
-            f"SELECT token, id, df, dense FROM tokens WHERE token IN ({marks})", part
+        writes: list[tuple[bytes | None, str]] = []
+        for token, token_id, df, dense, blob in conn.execute(
+            f"SELECT token, id, df, dense, ids FROM tokens WHERE token IN ({marks})", part
         ).fetchall():
             token_id = int(token_id)
             held = changes[token]
@@ -658,33 +709,17 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
                 if masks:
                     _clear_blocks(conn, token_id, masks)
             else:
-                packed[token_id] = token
-        if not packed:
-            continue
-        # The packs of this part: read in one query, written in two statements.
-        marks = ",".join("?" * len(packed))
-        blobs = dict(
-            conn.execute(
-                f"SELECT token_id, ids FROM packs WHERE token_id IN ({marks})", list(packed)
-            )
-        )
-        writes: list[tuple[int, bytes]] = []
-        emptied: list[tuple[int]] = []
-        for token_id, token in packed.items():
-            blob = blobs.get(token_id)
-            held = changes[token]
-            if held or blob is None:
-                fresh = drop(pack_ids(_changed(unpack_ids(blob) if blob else array("I"), held)))
-            else:  # only rows gone: the pack as read, less them
-                fresh = drop(blob)
-                if fresh is blob:
-                    continue  # none of them held the token
-            if fresh:
-                writes.append((token_id, fresh))
-            elif blob is not None:
-                emptied.append((token_id,))
-        conn.executemany("INSERT OR REPLACE INTO packs (token_id, ids) VALUES (?, ?)", writes)
-        conn.executemany("DELETE FROM packs WHERE token_id = ?", emptied)
+                if held or blob is None:
+                    ids = unpack_ids(blob) if blob else array("I")
+                    fresh = drop(pack_ids(_changed(ids, held)))
+                else:  # only rows gone: the pack as read, less them
+                    fresh = drop(blob)
+                    if fresh is blob:
+                        continue  # none of them held the token
+                if (fresh or None) != blob:
+                    writes.append((fresh or None, token))  # no empty packs are kept
+        # In key order, as the rows lie.
+        conn.executemany("UPDATE tokens SET ids = ? WHERE token = ?", sorted(writes, key=_second))
 
 
 def block_bits(
@@ -718,11 +753,11 @@ def block_bits(
     return b"".join(parts)
 
 
-def token_ids(conn: sqlite3.Connection, token_id: int, dense: bool) -> Sequence[int]:
+def token_ids(conn: sqlite3.Connection, token: str, token_id: int, dense: bool) -> Sequence[int]:
     """A token's rowids, sorted, from its pack or its blocks."""
     if not dense:
-        row = conn.execute("SELECT ids FROM packs WHERE token_id = ?", (token_id,)).fetchone()
-        return unpack_ids(row[0]) if row else ()
+        row = conn.execute("SELECT ids FROM tokens WHERE token = ?", (token,)).fetchone()
+        return unpack_ids(row[0]) if row and row[0] else ()
     out: list[int] = []
     for block, bits in conn.execute(
         "SELECT block, bits FROM blocks WHERE token_id = ? ORDER BY block", (token_id,)
@@ -957,18 +992,31 @@ def write_entries_bulk(
             flush()
     flush()
     ordered = sorted(token_rows)
-    conn.executemany(
-        "INSERT INTO tokens (id, token, df) VALUES (?, ?, ?)",
-        [(i, t, len(token_rows[t])) for i, t in enumerate(ordered, 1)],
-    )
-    if _postings_kept(conn):
+    packed = isinstance(conn, sqlite3.Connection) and not _postings_kept(conn)
+    if packed:
+        # Each token's row with its pack; a common token's bits go to its blocks.
+        conn.executemany(
+            "INSERT INTO tokens (id, token, df, dense, ids) VALUES (?, ?, ?, ?, ?)",
+            (
+                (i, t, len(ids), 1, None)
+                if len(ids) >= DENSE_MIN
+                else (i, t, len(ids), 0, pack_ids(ids))
+                for i, (t, ids) in enumerate(((t, token_rows[t]) for t in ordered), 1)
+            ),
+        )
+        for i, t in enumerate(ordered, 1):
+            if len(token_rows[t]) >= DENSE_MIN:
+                _write_blocks(conn, i, token_rows[t], True)
+    else:
+        conn.executemany(
+            "INSERT INTO tokens (id, token, df) VALUES (?, ?, ?)",
+            [(i, t, len(token_rows[t])) for i, t in enumerate(ordered, 1)],
+        )
         conn.executemany(
             "INSERT INTO postings (token_id, entry_rowid) VALUES (?, ?)",
             ((i, r) for i, t in enumerate(ordered, 1) for r in token_rows[t]),
         )
     if isinstance(conn, sqlite3.Connection):
-        for i, t in enumerate(ordered, 1):
-            write_token(conn, t, i, token_rows[t], dense=len(token_rows[t]) >= DENSE_MIN)
         conn.execute(
             "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
             (len(ordered),),
@@ -1017,28 +1065,33 @@ def backfill_v2(conn: sqlite3.Connection) -> None:
 
 
 #: What ``index_problems`` compares per token: the token, its ``df``, its list as
-#: stored, and whether it is kept in the wrong form (SQLite: a pack for a dense token,
-#: bits for another); a last item ``(None, 0, ids, False)`` gives the ids of lists no
-#: token owns, when there are any.
-_TokenList = tuple[str | None, int, Sequence[int], bool]
+#: stored (None: its pack is torn), and whether it is kept in the wrong form (SQLite: a
+#: pack for a dense token, bits for another); a last item ``(None, 0, ids, False)``
+#: gives the ids of blocks no token owns, when there are any.
+_TokenList = tuple[str | None, int, Sequence[int] | None, bool]
 
 
 def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
-    packs = dict(conn.execute("SELECT token_id, ids FROM packs"))
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     for token_id, block, bits in conn.execute("SELECT token_id, block, bits FROM blocks"):
         blocks.setdefault(int(token_id), []).append((int(block), bits))
-    for token, token_id, df, dense in conn.execute("SELECT token, id, df, dense FROM tokens"):
-        pack, bits = packs.pop(token_id, None), blocks.pop(token_id, None)
+    for token, token_id, df, dense, pack in conn.execute(
+        "SELECT token, id, df, dense, ids FROM tokens"
+    ):
+        bits = blocks.pop(token_id, None)
         if dense:
             got: Sequence[int] = [
                 r for b, part in sorted(bits or ()) for r in bits_to_ids(part, b << BLOCK_SHIFT)
             ]
             yield str(token), int(df), got, pack is not None
         else:
-            got = unpack_ids(pack) if pack is not None else array("I")
+            try:
+                got = unpack_ids(pack) if pack is not None else array("I")
+            except ValueError:
+                yield str(token), int(df), None, False  # torn
+                continue
             yield str(token), int(df), got, bits is not None
-    orphans = sorted(set(packs) | set(blocks))
+    orphans = sorted(blocks)
     if orphans:
         yield None, 0, orphans, False
 
@@ -1091,10 +1144,12 @@ def index_problems(conn: Any, limit: int = 20) -> list[str]:
     lists = _sqlite_lists(conn) if isinstance(conn, sqlite3.Connection) else _pg_lists(conn)
     for token, df, got, misplaced in lists:
         if token is None:
-            problems.append(f"index: lists of {len(got)} unknown token ids")
+            problems.append(f"index: lists of {len(got or ())} unknown token ids")
             continue
         want = holders.pop(token, None) or array("I")
-        if df != len(want) or list(got) != list(want) or misplaced:
+        if got is None:
+            problems.append(f"index: token {token!r}'s pack is torn")
+        elif df != len(want) or list(got) != list(want) or misplaced:
             problems.append(
                 f"index: token {token!r} (df {df}) lists {len(got)} entries, "
                 f"{len(want)} living rows hold it"
@@ -2122,7 +2177,7 @@ class SqlStore(MemoryStore):
                 return []
             if packed:
                 if t in dense:
-                    return token_ids(self.conn, stats[t][0], True)
+                    return token_ids(self.conn, t, stats[t][0], True)
                 return pack(t)[0]
             rows = self.conn.execute(
                 "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
@@ -2195,7 +2250,7 @@ class SqlStore(MemoryStore):
             derived from them when they were tested as one list."""
             got = packs.get(t)
             if got is None:
-                ids = token_ids(self.conn, stats[t][0], False)
+                ids = token_ids(self.conn, t, stats[t][0], False)
                 got = packs[t] = (ids if isinstance(ids, array) else array("I", ids), _fresh())
                 self._lists_bytes += 4 * len(got[0])
             return got
