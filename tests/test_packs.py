@@ -493,6 +493,26 @@ def test_a_copied_store_gets_its_lists_in_bulk(small_blocks: None, tmp_path: Pat
     for _ in range(10):
         query = zipf_text(rnd, 4)
         assert [(e.id, s) for e, s in store.retrieve(query, 4)] == brute(store, query, 4)
+    # The rows' indexes, built after the rows, are the schema's own (as a new store's).
+    fresh = SqliteBackend(tmp_path / "fresh.db")
+
+    def schema(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+        return conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        ).fetchall()
+
+    assert schema(store.conn) == schema(fresh.conn)
+    assert {name for name, _ in schema(store.conn)} >= {"entries_balance", "entries_death"}
+    assert store.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    plan = " ".join(
+        str(row[-1])
+        for row in store.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT rowid FROM entries WHERE alive = 1 AND pinned = 0 "
+            "AND death_tick <= 3"
+        )
+    )
+    assert "entries_death" in plan
+    fresh.close()
     copied.close()
 
 
