@@ -426,7 +426,8 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
     list is the first rowid, then each next one's distance from the one before, less
     one, as varints (``backends.sqlstore.pack_ids``): about a sixth of a 10k-entry
     store's file, an eighth of a 1M one's. The lists are moved here and ``packs`` goes
-    (its pages are reused; ``darwin-memo migrate`` writes a compact copy). A store
+    (3.4 s at 1M; the moved lists reuse its pages, and ``darwin-memo migrate`` writes a
+    compact copy). A store
     without ``packs`` whose vocabulary has no ``ids`` yet (an earlier migration run
     again) has its lists built from its rows. The version keeps older darwin-memo,
     which reads the lists from ``packs``, from using the store.
@@ -446,8 +447,8 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
             )
             if blob
         ]
+        conn.execute("DROP TABLE packs")  # first: the updates reuse its pages
         conn.executemany("UPDATE tokens SET ids = ? WHERE token = ?", moved)
-        conn.execute("DROP TABLE packs")
     elif "ids" not in columns:
         lists: dict[str, list[int]] = {}
         for rowid, toks, data in conn.execute(

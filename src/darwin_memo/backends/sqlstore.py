@@ -462,19 +462,70 @@ BLOCK_SHIFT = 16  # rowids per block: 65,536, so at most 8 KiB of bits
 _BLOCK_MASK = (1 << BLOCK_SHIFT) - 1
 
 
+_CPACK: list[Any] = [None]  # darwin_memo._cpack, False where not built: looked up once
+
+
+def _cpack() -> Any:
+    """``darwin_memo._cpack``, or None: not built, or ``native.PURE_PYTHON_ENV`` set
+    (read at each call, so tests can switch; ``native.compiled`` imports each time)."""
+    if os.environ.get(native.PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    got = _CPACK[0]
+    if got is None:
+        got = _CPACK[0] = native.compiled("_cpack") or False
+    return got or None
+
+
 def pack_ids(ids: Iterable[int]) -> bytes:
     """Strictly increasing rowids as a pack: the first, then each gap less one, as
     unsigned LEB128 varints (compiled in ``darwin_memo._cpack`` where built)."""
-    arr = ids if isinstance(ids, array) and ids.typecode == "I" else array("I", ids)
-    cpack = native.compiled("_cpack")
-    if cpack is not None:
-        coded: bytes = cpack.encode_ids(arr)
-        return coded
+    return _codec()[0](ids)
+
+
+def unpack_ids(blob: bytes) -> array[int]:
+    """A pack's rowids (``pack_ids``); StoreFormatError when it is torn."""
+    return _codec()[1](blob)
+
+
+_Codec = tuple[Callable[[Iterable[int]], bytes], Callable[[bytes], "array[int]"]]
+_COMPILED_CODEC: list[_Codec | None] = [None]
+
+
+def _codec() -> _Codec:
+    """``(pack_ids, unpack_ids)`` as compiled or in Python, for a loop to look up once."""
+    cpack = _cpack()
+    if cpack is None:
+        return _pack_python, _unpack_python
+    codec = _COMPILED_CODEC[0]
+    if codec is None:
+        encode, decode = cpack.encode_ids, cpack.decode_ids
+
+        def pack(ids: Iterable[int]) -> bytes:
+            coded: bytes = encode(
+                ids if isinstance(ids, array) and ids.typecode == "I" else array("I", ids)
+            )
+            return coded
+
+        def unpack(blob: bytes) -> array[int]:
+            arr = array("I")
+            try:
+                arr.frombytes(decode(blob))
+            except ValueError:
+                raise StoreFormatError(_TORN_PACK) from None
+            return arr
+
+        codec = _COMPILED_CODEC[0] = (pack, unpack)
+    return codec
+
+
+def _pack_python(ids: Iterable[int]) -> bytes:
     out = bytearray()
     last = -1
-    for rowid in arr:
+    for rowid in ids:
         if rowid <= last:
             raise ValueError("a pack's rowids must be strictly increasing")
+        if rowid > 0xFFFFFFFF:
+            raise OverflowError("a rowid past 2**32 - 1 does not fit a pack")
         value = rowid if last < 0 else rowid - last - 1
         last = rowid
         while value >= 0x80:
@@ -490,16 +541,8 @@ _TORN_PACK = (
 )
 
 
-def unpack_ids(blob: bytes) -> array[int]:
-    """A pack's rowids (``pack_ids``); StoreFormatError when it is torn."""
+def _unpack_python(blob: bytes) -> array[int]:
     arr = array("I")
-    cpack = native.compiled("_cpack")
-    if cpack is not None:
-        try:
-            arr.frombytes(cpack.decode_ids(blob))
-        except ValueError:
-            raise StoreFormatError(_TORN_PACK) from None
-        return arr
     value = shift = 0
     last = -1
     for byte in blob:
@@ -653,7 +696,7 @@ def _dropper(gone: Collection[int]) -> Callable[[bytes], bytes]:
     over a bitmap of ``gone``) where built."""
     if not gone:
         return lambda pack: pack
-    cpack = native.compiled("_cpack")
+    cpack = _cpack()
     if cpack is not None:
         bits = bytearray((max(gone) >> 3) + 1)
         for rowid in gone:
@@ -691,6 +734,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
     gone: Collection[int] = getattr(changes, "gone", None) or ()
     masks = _gone_masks(gone) if gone else {}
     drop = _dropper(gone)
+    encode, decode = _codec()  # looked up once: called for most tokens of a burial
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         writes: list[tuple[bytes | None, str]] = []
@@ -710,8 +754,8 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
                     _clear_blocks(conn, token_id, masks)
             else:
                 if held or blob is None:
-                    ids = unpack_ids(blob) if blob else array("I")
-                    fresh = drop(pack_ids(_changed(ids, held)))
+                    ids = decode(blob) if blob else array("I")
+                    fresh = drop(encode(_changed(ids, held)))
                 else:  # only rows gone: the pack as read, less them
                     fresh = drop(blob)
                     if fresh is blob:
@@ -1007,6 +1051,7 @@ def write_entries_bulk(
         conn.execute(sql)
     ordered = sorted(token_rows)
     packed = isinstance(conn, sqlite3.Connection) and not _postings_kept(conn)
+    encode = _codec()[0]
     if packed:
         # Each token's row with its pack; a common token's bits go to its blocks.
         conn.executemany(
@@ -1014,7 +1059,7 @@ def write_entries_bulk(
             (
                 (i, t, len(ids), 1, None)
                 if len(ids) >= DENSE_MIN
-                else (i, t, len(ids), 0, pack_ids(ids))
+                else (i, t, len(ids), 0, encode(ids))
                 for i, (t, ids) in enumerate(((t, token_rows[t]) for t in ordered), 1)
             ),
         )
@@ -1086,6 +1131,7 @@ _TokenList = tuple[str | None, int, Sequence[int] | None, bool]
 
 
 def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
+    decode = _codec()[1]
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     for token_id, block, bits in conn.execute("SELECT token_id, block, bits FROM blocks"):
         blocks.setdefault(int(token_id), []).append((int(block), bits))
@@ -1100,7 +1146,7 @@ def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
             yield str(token), int(df), got, pack is not None
         else:
             try:
-                got = unpack_ids(pack) if pack is not None else array("I")
+                got = decode(pack) if pack is not None else array("I")
             except ValueError:
                 yield str(token), int(df), None, False  # torn
                 continue
