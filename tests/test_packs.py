@@ -361,6 +361,29 @@ def test_m013_moves_every_list_into_its_vocabulary_row(
     store.backend.close()
 
 
+def test_m013_moves_a_pack_out_of_order_sorted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 32-bit pack with its rowids out of order or twice (damage a varint pack cannot
+    hold) is moved as the sorted set, and the store opens."""
+    from darwin_memo.migrations import _pack32, _unpack32
+
+    old_store(tmp_path, monkeypatch, 12, seed=3, n=40)
+    conn = sqlite3.connect(tmp_path / "store.db")
+    token_id, blob = conn.execute(
+        "SELECT token_id, ids FROM packs WHERE length(ids) >= 12 LIMIT 1"
+    ).fetchone()
+    ids = list(_unpack32(blob))
+    conn.execute(
+        "UPDATE packs SET ids = ? WHERE token_id = ?", (_pack32(ids[::-1] + ids[:1]), token_id)
+    )
+    conn.commit()
+    conn.close()
+    store = new_store(tmp_path)
+    check_lists(store.conn)
+    store.backend.close()
+
+
 def test_m013_run_again_builds_lost_lists_from_the_rows(small_blocks: None, tmp_path: Path) -> None:
     """A vocabulary rebuilt by an earlier migration run again (no ``ids`` column, no
     ``packs``) gets its lists back from the rows."""

@@ -424,13 +424,12 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
     Schemas 4 to 12 kept it in its own ``packs`` row, as 32-bit integers: a row and a
     key per token besides the vocabulary's, and four bytes a rowid. From schema 13 a
     list is the first rowid, then each next one's distance from the one before, less
-    one, as varints (``backends.sqlstore.pack_ids``): about a sixth of a 10k-entry
-    store's file, an eighth of a 1M one's. The lists are moved here and ``packs`` goes
-    (3.4 s at 1M; the moved lists reuse its pages, and ``darwin-memo migrate`` writes a
-    compact copy). A store
-    without ``packs`` whose vocabulary has no ``ids`` yet (an earlier migration run
-    again) has its lists built from its rows. The version keeps older darwin-memo,
-    which reads the lists from ``packs``, from using the store.
+    one, as varints (``backends.sqlstore.pack_ids``): about an eighth of a 10k-entry
+    store's file, 4% of a 1M one's. The lists are moved here and ``packs`` goes (3.4 s
+    at 1M; the moved lists reuse its pages, and ``darwin-memo migrate`` writes a compact
+    copy). A store without ``packs`` whose vocabulary has no ``ids`` yet (an earlier
+    migration run again) has its lists built from its rows. The version keeps older
+    darwin-memo, which reads the lists from ``packs``, from using the store.
     """
     from .backends.sqlstore import pack_ids, row_tokens
 
@@ -440,7 +439,7 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     if "packs" in tables:
         moved = [
-            (pack_ids(_unpack32(blob)), str(token))
+            (pack_ids(sorted(set(_unpack32(blob)))), str(token))  # (as a pack must be)
             for token, blob in conn.execute(
                 "SELECT t.token, p.ids FROM tokens AS t JOIN packs AS p ON p.token_id = t.id "
                 "WHERE t.dense = 0 ORDER BY t.token"

@@ -437,7 +437,7 @@ def _index_tokens(
 # - a pack (``tokens.ids``, schema 13): a token held by fewer than DENSE_MIN entries
 #   has its rowids in its own vocabulary row, as varints (unsigned LEB128): the first
 #   rowid, then each next one's distance from the one before, less one (``pack_ids``).
-#   A 10k-entry store's lists take about 1.7 bytes a rowid so; rowids stay under
+#   A 10k-entry store's lists take about 1.4 bytes a rowid so; rowids stay under
 #   2**32 (four billion entries ever written). Schemas 4 to 12 kept each list in a
 #   ``packs`` row of 32-bit integers (m013 moves them);
 # - ``blocks``: a common token (``tokens.dense = 1``) has its rowids as bits, in
@@ -985,7 +985,7 @@ def write_entries_bulk(
     if conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None:
         raise ValueError("write_entries_bulk needs an empty store")
     # The rows' indexes are built once, after them: sorted, their pages full (kept up
-    # row by row they take a seventh more pages, and longer).
+    # row by row they take an eighth more pages, and longer to write).
     indexes = (
         conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
