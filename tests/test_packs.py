@@ -245,12 +245,7 @@ def write_legacy_lists(conn: sqlite3.Connection) -> dict[str, list[int]]:
     Returns every token's list."""
     from darwin_memo.migrations import _pack32
 
-    lists: dict[str, list[int]] = {}
-    for rowid, toks, data in conn.execute(
-        "SELECT rowid, toks, data FROM entries WHERE alive = 1 ORDER BY rowid"
-    ).fetchall():
-        for t in sqlstore.row_tokens(str(toks), data).split():
-            lists.setdefault(t, []).append(int(rowid))
+    lists = {t: list(held) for t, held in sqlstore.living_lists(conn)[0].items()}
     ids = dict(conn.execute("SELECT token, id FROM tokens").fetchall())
     conn.execute("DELETE FROM packs")
     conn.execute("DELETE FROM blocks")

@@ -431,7 +431,7 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
     migration run again) has its lists built from its rows. The version keeps older
     darwin-memo, which reads the lists from ``packs``, from using the store.
     """
-    from .backends.sqlstore import pack_ids, row_tokens
+    from .backends.sqlstore import living_lists, pack_ids
 
     columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(tokens)")}
     if "ids" not in columns:
@@ -449,12 +449,7 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
         conn.execute("DROP TABLE packs")  # first: the updates reuse its pages
         conn.executemany("UPDATE tokens SET ids = ? WHERE token = ?", moved)
     elif "ids" not in columns:
-        lists: dict[str, list[int]] = {}
-        for rowid, toks, data in conn.execute(
-            "SELECT rowid, toks, data FROM entries WHERE alive = 1 ORDER BY rowid"
-        ):
-            for t in row_tokens(str(toks), data).split():
-                lists.setdefault(t, []).append(int(rowid))
+        lists = living_lists(conn)[0]  # (a row without text: `verify` names it)
         conn.executemany(
             "UPDATE tokens SET ids = ? WHERE token = ? AND dense = 0",
             [(pack_ids(lists[t]), t) for t in sorted(lists)],

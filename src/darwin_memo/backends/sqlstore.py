@@ -64,6 +64,7 @@ __all__ = [
     "death_tick",
     "entry_tokens",
     "index_problems",
+    "living_lists",
     "read_row",
     "rebuild_token",
     "row_json",
@@ -1175,6 +1176,29 @@ def _pg_lists(conn: Any) -> Iterator[_TokenList]:
         yield None, 0, sorted(orphans), False
 
 
+def living_lists(conn: Any) -> tuple[dict[str, array[int]], list[int]]:
+    """Every token's list as the living rows make it (their tokens read from their text,
+    ``row_tokens``), and the rowids of rows that hold no question and answer to read."""
+    lists: dict[str, array[int]] = {}
+    unreadable: list[int] = []
+    for rowid, toks, data in conn.execute(
+        "SELECT rowid, toks, CASE WHEN toks = '' THEN data END FROM entries "
+        "WHERE alive = 1 ORDER BY rowid"
+    ):
+        try:
+            text = row_tokens(str(toks), data)
+        except StoreFormatError:
+            unreadable.append(int(rowid))
+            continue
+        for t in text.split():
+            held = lists.get(t)
+            if held is None:
+                lists[t] = array("I", (rowid,))
+            else:
+                held.append(rowid)
+    return lists, unreadable
+
+
 def index_problems(conn: Any, limit: int = 20) -> list[str]:
     """Where the lexical index disagrees with the rows (empty: it agrees).
 
@@ -1184,23 +1208,8 @@ def index_problems(conn: Any, limit: int = 20) -> list[str]:
     tokenizer left behind, is named, token by token (the first ``limit``, then how
     many more). 13.8 s at a million entries.
     """
-    problems: list[str] = []
-    holders: dict[str, array[int]] = {}
-    for rowid, toks, data in conn.execute(
-        "SELECT rowid, toks, CASE WHEN toks = '' THEN data END FROM entries "
-        "WHERE alive = 1 ORDER BY rowid"
-    ):
-        try:
-            text = row_tokens(str(toks), data)
-        except StoreFormatError:
-            problems.append(f"index: the row at rowid {rowid} has no question and answer")
-            continue
-        for t in text.split():
-            held = holders.get(t)
-            if held is None:
-                holders[t] = array("I", (rowid,))
-            else:
-                held.append(rowid)
+    holders, unreadable = living_lists(conn)
+    problems = [f"index: the row at rowid {r} has no question and answer" for r in unreadable]
     lists = _sqlite_lists(conn) if isinstance(conn, sqlite3.Connection) else _pg_lists(conn)
     for token, df, got, misplaced in lists:
         if token is None:
