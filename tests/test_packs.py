@@ -534,6 +534,70 @@ def test_a_copied_store_gets_its_lists_in_bulk(small_blocks: None, tmp_path: Pat
     copied.close()
 
 
+def test_a_copied_store_is_compact_and_any_store_survives_vacuum(tmp_path: Path) -> None:
+    """``migrate`` writes full pages; ``VACUUM`` (the user's or ours) keeps the lists true.
+
+    The lists hold rowids, which SQLite documents that ``VACUUM`` may renumber in a
+    table without an INTEGER PRIMARY KEY. A store never deletes a row (the dead keep
+    theirs, heirs take the next), so its rows are numbered 1..n in order, the numbering
+    a renumbering would give; this checks that a vacuumed store's index still agrees.
+    """
+    from darwin_memo import MemoryStore
+    from darwin_memo.ledger import Ledger
+    from darwin_memo.transfer import copy_store
+
+    rnd = random.Random(5)
+    ledger = Ledger(MemoryStore())
+    for i in range(1500):
+        ledger.store.add(MemoryEntry(f"{zipf_text(rnd, 6)} q{i}x", f"{zipf_text(rnd, 3)} a{i}y"))
+    for entry in ledger.store.alive()[::7]:
+        ledger.store.bury(entry.id)
+    ledger.save(tmp_path / "lessons.json")
+    copy_store(tmp_path / "lessons.json", tmp_path / "lessons.db")
+
+    def pages(path: Path) -> int:
+        conn = sqlite3.connect(path)
+        try:
+            return int(conn.execute("PRAGMA page_count").fetchone()[0])
+        finally:
+            conn.close()
+
+    def vacuum(path: Path) -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+
+    copied = pages(tmp_path / "lessons.db")
+    vacuum(tmp_path / "lessons.db")
+    assert pages(tmp_path / "lessons.db") == copied, "nothing left for VACUUM to reclaim"
+
+    # A store grown and consolidated in place (burials, heirs), then vacuumed.
+    opened = Ledger.open(tmp_path / "lessons.db", create=False)
+    for i in range(200):
+        opened.store.add(MemoryEntry(f"{zipf_text(rnd, 5)} late{i}", zipf_text(rnd, 3)))
+    opened.config.consolidate_every = 1
+    assert opened.tick()["merges"]
+    store = opened.store
+    assert isinstance(store, SqlStore)
+    assert store.dead_count() > 1500 // 7
+    before = store.conn.execute("SELECT rowid, id FROM entries ORDER BY rowid").fetchall()
+    assert [r for r, _ in before] == list(range(1, len(before) + 1))
+    opened.close()
+    vacuum(tmp_path / "lessons.db")
+    reopened = Ledger.open(tmp_path / "lessons.db", create=False)
+    store = reopened.store
+    assert isinstance(store, SqlStore)
+    assert store.conn.execute("SELECT rowid, id FROM entries ORDER BY rowid").fetchall() == before
+    check_lists(store.conn)
+    for _ in range(10):
+        query = zipf_text(rnd, 4)
+        assert [(e.id, s) for e, s in store.retrieve(query, 4)] == brute(store, query, 4)
+    reopened.close()
+
+
 def test_common_word_queries_walk_token_combinations(
     small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
