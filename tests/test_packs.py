@@ -598,6 +598,67 @@ def test_a_copied_store_is_compact_and_any_store_survives_vacuum(tmp_path: Path)
     reopened.close()
 
 
+def test_m014_keys_lineage_counters_and_meta_by_their_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema-13 store's three keyed tables become WITHOUT ROWID, their rows unchanged."""
+    from darwin_memo import migrations
+    from darwin_memo.ledger import Ledger
+
+    path = tmp_path / "old.db"
+    rnd = random.Random(14)
+    full = list(migrations.MIGRATIONS)
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", full[:13])
+        old = Ledger.open(path)
+        for i in range(60):
+            base = zipf_text(rnd, 5)
+            old.add(f"{base} how {i % 7}", "restart the worker")
+            old.add(f"{base} how {i % 7}", "restart the worker")  # a duplicate to merge
+        old.config.consolidate_every = 1
+        assert old.tick()["merges"]
+        old.close()
+    tables = ("lineage", "counters", "meta")
+    conn = sqlite3.connect(path)
+    before = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert {f"sqlite_autoindex_{t}_1" for t in tables} <= names
+    assert len(before["lineage"]) >= 60 and before["counters"] and before["meta"]
+    conn.close()
+
+    ledger = Ledger.open(path, create=False)
+    store = ledger.store
+    assert isinstance(store, SqlStore)
+    conn = store.conn
+    assert migrations.schema_version(conn) == len(migrations.MIGRATIONS) >= 14
+    for t in tables:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (t,)).fetchone()
+        assert "WITHOUT ROWID" in sql, t
+        assert sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) == before[t]
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {f"sqlite_autoindex_{t}_1" for t in tables} & names
+    member, heir = before["lineage"][0]
+    assert store.heir_of(member) == heir
+    heirs = {h for _, h in before["lineage"]}
+    assert ledger.tick_count == 1
+    assert len(ledger.store) == 120 - len(before["lineage"]) + len(heirs)
+    ledger.add("one more lesson about quokkas", "feed them")  # writes counters and meta
+    ledger.tick()
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    check_lists(conn)
+    ledger.close()
+    # And a new store is made so from the start (the same schema as the migrated one).
+    fresh = Ledger.open(tmp_path / "new.db")
+    assert isinstance(fresh.store, SqlStore)
+    schema = "SELECT name, sql FROM sqlite_master WHERE name IN ('lineage', 'counters', 'meta')"
+    migrated = sqlite3.connect(path)
+    assert sorted(fresh.store.conn.execute(schema).fetchall()) == sorted(
+        migrated.execute(schema).fetchall()
+    )
+    migrated.close()
+    fresh.close()
+
+
 def test_common_word_queries_walk_token_combinations(
     small_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
