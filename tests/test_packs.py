@@ -624,6 +624,7 @@ def test_m014_keys_lineage_counters_and_meta_by_their_text(
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     assert {f"sqlite_autoindex_{t}_1" for t in tables} <= names
     assert len(before["lineage"]) >= 60 and before["counters"] and before["meta"]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.close()
 
     ledger = Ledger.open(path, create=False)
@@ -631,6 +632,7 @@ def test_m014_keys_lineage_counters_and_meta_by_their_text(
     assert isinstance(store, SqlStore)
     conn = store.conn
     assert migrations.schema_version(conn) == len(migrations.MIGRATIONS) >= 14
+    assert conn.execute("PRAGMA page_count").fetchone()[0] <= pages, "the file did not grow"
     for t in tables:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (t,)).fetchone()
         assert "WITHOUT ROWID" in sql, t
