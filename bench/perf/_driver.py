@@ -251,6 +251,18 @@ def _summary(times: list[float]) -> dict[str, Any]:
     }
 
 
+def settle_timed(ledger: Any, tickets: list[Any]) -> list[float]:
+    """Settle each ticket with a delta from a fixed pseudo-random mix; the seconds each."""
+    rng = random.Random(7)
+    times = []
+    for tk in tickets:
+        delta = rng.choice([-3.0, -1.0, 0.5, 1.0, 2.0, 4.0])
+        t = time.perf_counter()
+        ledger.settle(tk.id, delta, "bench")
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def cmd_inproc(args: argparse.Namespace) -> None:
     with open(args.queries, encoding="utf-8") as fh:
         qs = json.load(fh)
@@ -287,14 +299,8 @@ def cmd_inproc(args: argparse.Namespace) -> None:
     out["adversarial_deciders"] = [tk.deciding_entry for tk in adv_tickets]
 
     # Settle what was decided (a fixed pseudo-random mix of gains and losses).
-    rng = random.Random(7)
     open_tickets = [tk for tk in tickets + adv_tickets if tk.deciding_entry]
-    settle_times = []
-    for tk in open_tickets[: args.settles]:
-        delta = rng.choice([-3.0, -1.0, 0.5, 1.0, 2.0, 4.0])
-        t = time.perf_counter()
-        ledger.settle(tk.id, delta, "bench")
-        settle_times.append(time.perf_counter() - t)
+    settle_times = settle_timed(ledger, open_tickets[: args.settles])
     for tk in open_tickets[args.settles :]:
         ledger.settle(tk.id, 0.0, "bench (untimed)")
     out["settle"] = _summary(settle_times)

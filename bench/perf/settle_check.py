@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
-import time
 
 
 def main() -> None:
@@ -29,19 +27,15 @@ def main() -> None:
     parser.add_argument("--settles", type=int, default=120)
     args = parser.parse_args()
 
+    from _driver import settle_timed  # this directory: the scale curve's own settling
+
     from darwin_memo.ledger import Ledger
 
     with open(args.queries, encoding="utf-8") as fh:
         queries = json.load(fh)["realistic"][: args.decides]
     ledger = Ledger.load(args.store)
     tickets = [t for t in (ledger.decide(q) for q in queries) if t.deciding_entry]
-    rng = random.Random(7)
-    times = []
-    for ticket in tickets[: args.settles]:
-        delta = rng.choice([-3.0, -1.0, 0.5, 1.0, 2.0, 4.0])
-        start = time.perf_counter()
-        ledger.settle(ticket.id, delta, "bench")
-        times.append(time.perf_counter() - start)
+    times = settle_timed(ledger, tickets[: args.settles])
     print(
         json.dumps(
             {
