@@ -309,6 +309,32 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         Ledger.open(tmp_path / "s.db")
 
 
+def test_a_newer_schema_applied_while_open_is_refused(tmp_path: Path) -> None:
+    """A process keeps its store open while a newer darwin-memo migrates it: its next
+    operation says so instead of running its statements on a schema it does not know."""
+    path = tmp_path / "s.db"
+    ledger = Ledger.open(path)
+    ledger.add(CACHE_Q, CACHE_A)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE INDEX by_kind ON entries(kind)")  # a schema change it understands
+    assert ledger.decide(CACHE_Q).deciding_entry
+    ledger.add(LOG_Q, "Old log files under logs/ are safe to delete once rotated.")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE m999_future (x)")
+    other.execute("INSERT INTO schema_migrations VALUES (999, 'm999_future', 'later')")
+    other.execute("COMMIT")
+    rows = other.execute("SELECT COUNT(*) FROM entries").fetchone()
+    with pytest.raises(StoreFormatError, match="migrated to schema version 999 by a newer"):
+        ledger.add("What breaks the build?", "A stale lockfile.")
+    with pytest.raises(StoreFormatError, match="upgrade darwin-memo here and restart"):
+        ledger.decide(CACHE_Q)
+    with pytest.raises(StoreFormatError, match="newer darwin-memo"):
+        ledger.stats()
+    assert other.execute("SELECT COUNT(*) FROM entries").fetchone() == rows
+    other.close()
+    ledger.close()
+
+
 def test_corrupt_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     path.write_bytes(b"SQLite format 3\x00" + b"\x07" * 500)

@@ -480,6 +480,13 @@ class PostgresBackend(SqliteBackend):
     def pg(self) -> PgConnection:
         return self.conn  # type: ignore[return-value]
 
+    def _check_schema(self) -> None:
+        """Nothing per operation: a newer schema is refused when the store opens.
+
+        (SQLite's check reads its schema cookie, a few microseconds; here it would be a
+        round trip to the server on every operation.)
+        """
+
     def _migrate(self, create: bool) -> bool:
         """Create or upgrade the store's schema under its lock; True when created."""
         conn = self.pg

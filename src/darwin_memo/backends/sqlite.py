@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..events import pack_record, unpack_record
 from ..jsonfile import loads
-from ..migrations import apply_migrations
+from ..migrations import MIGRATIONS, apply_migrations, schema_version
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 
 TYPE_CHECKING = False
@@ -106,6 +106,8 @@ class SqliteBackend:
             # A row's indexed tokens in SQL (the dashboard's graveyard search; schema 12)
             self.conn.create_function("darwin_row_tokens", 2, _row_tokens, deterministic=True)
             apply_migrations(self.conn, self.file)
+            #: The schema cookie this handle was opened at (``_check_schema``).
+            self._schema_cookie = self._cookie()
         except sqlite3.DatabaseError as exc:
             self._raise(exc, "open")
         self._live_key = hold_sqlite(self.file)
@@ -283,7 +285,29 @@ class SqliteBackend:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         return int(loads(row[0])) if row else 0
 
+    def _cookie(self) -> int:
+        return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
+
+    def _check_schema(self) -> None:
+        """Refuse to go on with a store a newer darwin-memo migrated while it was open.
+
+        SQLite bumps the schema cookie at every change of the schema; only then are the
+        applied migrations read again (reading the cookie costs a few microseconds).
+        """
+        cookie = self._cookie()
+        if cookie == self._schema_cookie:
+            return
+        version, known = schema_version(self.conn), len(MIGRATIONS)
+        if version > known:
+            raise StoreFormatError(
+                f"{self.file} was migrated to schema version {version} by a newer "
+                f"darwin-memo while this process had it open (this one understands {known}); "
+                "upgrade darwin-memo here and restart this process"
+            )
+        self._schema_cookie = cookie
+
     def _sync(self, ledger: Ledger) -> None:
+        self._check_schema()
         trim = getattr(ledger.store, "trim_cache", None)
         if trim is not None:
             trim()
