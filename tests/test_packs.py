@@ -63,6 +63,7 @@ def check_lists(conn: sqlite3.Connection) -> int:
         ).fetchall()
         if dense:
             dense_count += 1
+            assert token_id, "a token whose list is bits has an id"
             assert not packs
             assert all(bits and bits[-1] for _, bits in blocks), "trailing zeros trimmed"
             got = [
@@ -77,7 +78,7 @@ def check_lists(conn: sqlite3.Connection) -> int:
         assert got == truth
         assert list(sqlstore.token_ids(conn, token, token_id, bool(dense))) == truth
     assert set(holders) <= set(names), "every living row's tokens are in tokens"
-    ids = list(names.values())
+    ids = [i for i in names.values() if i]  # (schema 15: 0 until a token's list is bits)
     assert len(set(ids)) == len(ids), "token ids are unique"
     top = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
     assert max(ids, default=0) <= (top[0] if top else 0), "new tokens take ids past every id"
@@ -277,6 +278,17 @@ def old_store(
             old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
         old.backend.close()
     conn = sqlite3.connect(tmp_path / "store.db")
+    # Before schema 15 every token took an id from the counter as it came.
+    unnamed = [t for (t,) in conn.execute("SELECT token FROM tokens WHERE id = 0")]
+    if unnamed:
+        (top,) = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
+        conn.executemany(
+            "UPDATE tokens SET id = ? WHERE token = ?",
+            [(top + i, t) for i, t in enumerate(unnamed, 1)],
+        )
+        conn.execute(
+            "UPDATE counters SET value = ? WHERE name = 'token_ids'", (top + len(unnamed),)
+        )
     write_legacy_lists(conn)
     conn.close()
 
@@ -308,7 +320,9 @@ def test_m008_keeps_the_vocabulary_once_with_its_ids(
     top = max(token_id for _, token_id, _, _ in before)
     store.add(MemoryEntry("zebra quokka api", "w1 restart"))  # two new tokens, three known
     fresh = dict(conn.execute("SELECT token, id FROM tokens WHERE token IN ('quokka', 'zebra')"))
-    assert fresh == {"quokka": top + 1, "zebra": top + 2}  # in order of first use
+    assert fresh == {"quokka": 0, "zebra": 0}  # (schema 15) no id until the list is bits
+    counter = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
+    assert counter == (top,)  # the next token to go to bits takes top + 1
     check_lists(conn)
     for query in ("zebra api", "restart the queue", "w1 w2 w3", "quokka"):
         assert [(e.id, s) for e, s in store.retrieve(query, 3)] == brute(store, query, 3)
@@ -474,7 +488,7 @@ def test_many_ties_read_the_highest_balance_first(
             store.conn.execute(
                 "UPDATE entries SET energy = 3.0, pinned = ?, anchor = ? WHERE rowid = "
                 "(SELECT MAX(rowid) FROM entries WHERE "
-                "COALESCE(json_extract(data, '$.question'), json_extract(data, '$[0]')) = ?)",
+                "json_extract(darwin_row_text(data), '$[0]') = ?)",
                 (round_ % 8 == 3, 0 if round_ % 8 == 3 else 2, "restart the api worker"),
             )
         for now in (0, 5, 30, 200):

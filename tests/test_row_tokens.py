@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import compiled_or_skip
-from darwin_memo import MemoryEntry
+from darwin_memo import MemoryEntry, textcode
 from darwin_memo.backends import sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_json, row_tokens, token_text
@@ -49,10 +49,15 @@ def test_a_rows_tokens_are_the_entrys_tokens(entry: MemoryEntry, q: str, a: str)
     assert token_text(data) == expect
     assert row_tokens("", data) == expect
     assert row_tokens("kept text", data) == "kept text"  # a row before schema 12: its own
+    coded = textcode.encode(data)  # (schema 15: a list row as an SQLite store keeps it)
+    if coded is not None:
+        assert token_text(coded) == expect
     held = sqlstore._ROW_TOKENS[0]
     sqlstore._ROW_TOKENS[0] = False  # as without the compiled reader
     try:
         assert token_text(data) == expect
+        if coded is not None:
+            assert token_text(coded) == expect
     finally:
         sqlstore._ROW_TOKENS[0] = held
 

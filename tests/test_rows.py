@@ -20,6 +20,7 @@ from darwin_memo.backends.sqlstore import _dumps, read_row, row_json
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.ledger import Ledger
 from darwin_memo.migrations import MIGRATIONS, schema_version
+from darwin_memo.textcode import row_text
 
 text = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30
@@ -75,7 +76,7 @@ def test_a_plain_lessons_row_reads_through_the_short_path() -> None:
     assert read_row(keyed, "ab12", 1.0, "explicit") == entry
     # A row of an earlier development version of schema 7 kept its kind.
     assert (
-        read_row(json.dumps({**json.loads(keyed), "kind": "entity"}), "ab12", 1.0, "x").kind
+        read_row(json.dumps({**json.loads(keyed), "kind": "entity"}), "ab12", 1.0, "inferred").kind
         == "entity"
     )
     with pytest.raises(StoreFormatError, match="unknown kind 'nonsense'"):
@@ -115,7 +116,7 @@ def _rows(path: Path) -> list[tuple[str, float, dict]]:
     conn = sqlite3.connect(path)
     try:
         return [
-            (str(i), float(e), json.loads(d))
+            (str(i), float(e), json.loads(row_text(d)))
             for i, e, d in conn.execute("SELECT id, energy, data FROM entries ORDER BY rowid")
         ]
     finally:

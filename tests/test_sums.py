@@ -21,6 +21,7 @@ from conftest import new_store
 from darwin_memo import EntryKind, MemoryEntry
 from darwin_memo.backends.sums import ONE, EnergySums, exact, read_sums, scan_sums
 from darwin_memo.ledger import Ledger
+from darwin_memo.types import kind_name
 from test_economy import apply, op
 
 
@@ -39,7 +40,7 @@ def _rows_by_kind(store: Any) -> dict[str, float]:
     for kind, e, a, p in store.conn.execute(
         "SELECT kind, energy, anchor, pinned FROM entries WHERE alive = 1"
     ):
-        out.setdefault(str(kind), []).append(store._energy_now(float(e), int(a), bool(p)))
+        out.setdefault(kind_name(kind), []).append(store._energy_now(float(e), int(a), bool(p)))
     return {k: math.fsum(v) for k, v in out.items()}
 
 

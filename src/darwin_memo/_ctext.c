@@ -8,9 +8,10 @@
  * runs in ``stopwords`` are dropped, and a run longer than 3 that ends in "s" but
  * not in "ss" loses that "s": what tokenize()'s ASCII comprehension makes.
  *
- * row_tokens(data: str, stopwords: frozenset[str] | set[str]) -> str | None
+ * row_tokens(data: str | bytes, stopwords: frozenset[str] | set[str]) -> str | None
  *
- * ``data`` is an entry's row as SQLite stores it; a lesson's list row
+ * ``data`` is an entry's row as SQLite stores it (bytes: in the row code, schema 15,
+ * read once set_text_code has loaded it); a lesson's list row
  * (``["question", "answer", ...]``, schema 11) that is ASCII and whose two texts hold
  * no JSON escape gives the set of ascii_tokens(lower(question + " " + answer)), sorted
  * and joined by single spaces: what the ``toks`` column held before schema 12. Any
@@ -447,16 +448,167 @@ list_item(const char *buf, Py_ssize_t len, Py_ssize_t i, char sep, Py_ssize_t *s
     return plain_string(buf, len, skip_space(buf, len, i + 1), start, n);
 }
 
+/* -- the code of lesson rows (textcode.py) -------------------------------------
+ *
+ * set_text_code(lengths: bytes) loads the canonical Huffman code (256 codeword
+ * lengths, 1..12, Kraft sum exactly 1) that code_text(raw: bytes) -> bytes and
+ * decode_text(blob: bytes) -> str use; row_tokens reads a coded row once it is set. */
+#define TC_MAX 12
+static uint16_t tc_code[256];
+static uint8_t tc_len[256];
+static uint16_t tc_table[1 << TC_MAX];
+static int tc_ready = 0;
+
 static PyObject *
-row_tokens(PyObject *self, PyObject *args)
+set_text_code(PyObject *self, PyObject *arg)
 {
-    PyObject *data, *stopwords;
-    if (text_and_stopwords(args, "UO:row_tokens", &data, &stopwords) < 0)
+    Py_buffer b;
+    if (!PyArg_Parse(arg, "y*:set_text_code", &b))
         return NULL;
-    if (!PyUnicode_IS_ASCII(data))
-        Py_RETURN_NONE;
-    const char *buf = (const char *)PyUnicode_DATA(data);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(data);
+    const unsigned char *len = (const unsigned char *)b.buf;
+    long kraft = 0;
+    int ok = b.len == 256, lo = TC_MAX;
+    for (Py_ssize_t i = 0; ok && i < 256; i++) {
+        ok = len[i] >= 1 && len[i] <= TC_MAX;
+        kraft += 1L << (TC_MAX - (ok ? len[i] : 0));
+        if (ok && len[i] < lo)
+            lo = len[i];
+    }
+    if (!ok || kraft != (1L << TC_MAX)) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "set_text_code takes 256 lengths of a complete code");
+        return NULL;
+    }
+    uint32_t code = 0;
+    int prev = lo;
+    for (int n = lo; n <= TC_MAX; n++)
+        for (int s = 0; s < 256; s++) {
+            if (len[s] != n)
+                continue;
+            code <<= n - prev;
+            prev = n;
+            tc_code[s] = (uint16_t)code;
+            tc_len[s] = (uint8_t)n;
+            uint32_t first = code << (TC_MAX - n);
+            for (uint32_t w = first; w < first + (1u << (TC_MAX - n)); w++)
+                tc_table[w] = (uint16_t)(s | (n << 8));
+            code++;
+        }
+    PyBuffer_Release(&b);
+    tc_ready = 1;
+    Py_RETURN_NONE;
+}
+
+static int
+tc_check(void)
+{
+    if (!tc_ready)
+        PyErr_SetString(PyExc_RuntimeError, "set_text_code has not been called");
+    return tc_ready;
+}
+
+static PyObject *
+code_text(PyObject *self, PyObject *arg)
+{
+    Py_buffer b;
+    if (!tc_check() || !PyArg_Parse(arg, "y*:code_text", &b))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)b.buf;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 2 + (b.len * TC_MAX) / 8);
+    if (out == NULL) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    unsigned char *to = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    to[k++] = 1;
+    uint64_t acc = 0;
+    int have = 0;
+    for (Py_ssize_t i = 0; i < b.len; i++) {
+        acc = (acc << tc_len[p[i]]) | tc_code[p[i]];
+        have += tc_len[p[i]];
+        while (have >= 8) {
+            have -= 8;
+            to[k++] = (unsigned char)(acc >> have);
+        }
+        acc &= (1u << have) - 1;
+    }
+    if (have > 0)
+        to[k++] = (unsigned char)((acc << (8 - have)) | ((1u << (8 - have)) - 1));
+    PyBuffer_Release(&b);
+    if (_PyBytes_Resize(&out, k) < 0)
+        return NULL;
+    return out;
+}
+
+/* The bytes a coded row holds, in a buffer the caller frees (*n of them); NULL with
+ * an exception set where the blob is not one. */
+static unsigned char *
+tc_decode(const unsigned char *blob, Py_ssize_t size, Py_ssize_t *n)
+{
+    if (size < 1 || blob[0] != 1) {
+        PyErr_SetString(PyExc_ValueError, "not a coded row");
+        return NULL;
+    }
+    const unsigned char *p = blob + 1;
+    Py_ssize_t nbytes = size - 1, pos = 0, k = 0;
+    unsigned char *out = PyMem_Malloc((size_t)(nbytes * 8 / 3 + 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    uint64_t acc = 0; /* the bits not yet decoded are its low ``have`` bits */
+    int have = 0;
+    for (;;) {
+        if (have < TC_MAX) {
+            while (have <= 56 && pos < nbytes) {
+                acc = (acc << 8) | p[pos++];
+                have += 8;
+            }
+            if (have < TC_MAX)
+                break; /* the last few bits: below */
+        }
+        uint16_t e = tc_table[(acc >> (have - TC_MAX)) & ((1u << TC_MAX) - 1)];
+        out[k++] = (unsigned char)(e & 0xFF);
+        have -= e >> 8;
+    }
+    while (have > 0) {
+        uint32_t low = (uint32_t)acc & ((1u << have) - 1);
+        uint16_t e = tc_table[(low << (TC_MAX - have)) | ((1u << (TC_MAX - have)) - 1)];
+        if ((e >> 8) > have) {
+            if (have < 8 && low == (1u << have) - 1)
+                break; /* the one bits that fill the last byte */
+            PyMem_Free(out);
+            PyErr_SetString(PyExc_ValueError, "a codeword runs past the end");
+            return NULL;
+        }
+        out[k++] = (unsigned char)(e & 0xFF);
+        have -= e >> 8;
+    }
+    *n = k;
+    return out;
+}
+
+static PyObject *
+decode_text(PyObject *self, PyObject *arg)
+{
+    Py_buffer b;
+    if (!tc_check() || !PyArg_Parse(arg, "y*:decode_text", &b))
+        return NULL;
+    Py_ssize_t n;
+    unsigned char *raw = tc_decode((const unsigned char *)b.buf, b.len, &n);
+    PyBuffer_Release(&b);
+    if (raw == NULL)
+        return NULL;
+    PyObject *out = PyUnicode_DecodeUTF8((const char *)raw, n, "strict");
+    PyMem_Free(raw);
+    return out;
+}
+
+/* row_tokens of an ASCII row's JSON text. */
+static PyObject *
+row_tokens_of(const char *buf, Py_ssize_t len, PyObject *stopwords)
+{
     Py_ssize_t qs, qn, as, an;
     Py_ssize_t i = list_item(buf, len, 0, '[', &qs, &qn);
     if (i < 0 || (i = list_item(buf, len, i, ',', &as, &an)) < 0)
@@ -486,6 +638,45 @@ row_tokens(PyObject *self, PyObject *args)
     return out;
 }
 
+static PyObject *
+row_tokens(PyObject *self, PyObject *args)
+{
+    PyObject *data, *stopwords;
+    if (text_and_stopwords(args, "OO:row_tokens", &data, &stopwords) < 0)
+        return NULL;
+    if (PyUnicode_Check(data)) {
+        if (!PyUnicode_IS_ASCII(data))
+            Py_RETURN_NONE;
+        return row_tokens_of((const char *)PyUnicode_DATA(data), PyUnicode_GET_LENGTH(data),
+                             stopwords);
+    }
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "row_tokens takes a row's str or bytes");
+        return NULL;
+    }
+    Py_ssize_t n;
+    if (!tc_ready)
+        Py_RETURN_NONE;
+    unsigned char *raw =
+        tc_decode((const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &n);
+    if (raw == NULL) { /* the caller's Python path names the damage */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL;
+    Py_ssize_t i = 0;
+    while (i < n && raw[i] < 0x80)
+        i++;
+    if (i < n) {
+        Py_INCREF(Py_None);
+        out = Py_None;
+    } else {
+        out = row_tokens_of((const char *)raw, n, stopwords);
+    }
+    PyMem_Free(raw);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"ascii_tokens", ascii_tokens, METH_VARARGS,
      "ascii_tokens(lowered, stopwords) -> list[str]\n\n"
@@ -495,6 +686,13 @@ static PyMethodDef methods[] = {
      "row_tokens(data, stopwords) -> str | None\n\n"
      "The token set of a lesson's list row (its JSON: question, answer, ...) sorted and\n"
      "joined by spaces; None unless the row is ASCII and both texts hold no escape."},
+    {"set_text_code", set_text_code, METH_O,
+     "set_text_code(lengths) -> None\n\n"
+     "Load the row code (textcode.LENGTHS: 256 codeword lengths of a complete code)."},
+    {"code_text", code_text, METH_O,
+     "code_text(raw) -> bytes\n\nUTF-8 bytes in the row code, first byte 1 (textcode.encode)."},
+    {"decode_text", decode_text, METH_O,
+     "decode_text(blob) -> str\n\nThe text a coded row holds (ValueError: not one)."},
     {"unit_vector", unit_vector, METH_VARARGS,
      "unit_vector(text, lo, hi, dims) -> list[float] | None\n\n"
      "HashingEmbedder's vector of a UTF-8 text (its tokens joined by spaces): signed\n"

@@ -490,3 +490,21 @@ def m014_keyed_tables_without_rowid(conn: sqlite3.Connection) -> None:
             f"INSERT INTO {table} ({names}) SELECT {names} FROM temp.m014_{table} ORDER BY {key}"
         )
         conn.execute(f"DROP TABLE temp.m014_{table}")
+
+
+@migration(15, "m015_coded_rows")
+def m015_coded_rows(conn: sqlite3.Connection) -> None:
+    """Rows may hold a lesson in the row code and a kind as a code.
+
+    A lesson's list row may be a BLOB in the row code (``textcode``: about 30% fewer
+    bytes of text), ``entries.kind`` the kind's position in ``types.KIND_NAMES`` (one
+    digit instead of up to 12 bytes, in the row and in ``entries_balance``), and a
+    token's id 0 until its list first goes to ``blocks`` (no bytes instead of two or
+    three in most vocabulary rows). Nothing is rewritten here: rows take these forms
+    as they are next written, and ``darwin-memo migrate`` writes a copy with every row
+    so. The version marks that a store may hold them, so a darwin-memo from before
+    refuses it instead of misreading them. The 1,000-entry scale store: 585,728 bytes
+    at schema 14, 487,424 copied at schema 15 (its lesson text 159,683 bytes coded
+    instead of 224,803).
+    """
+    del conn

@@ -331,6 +331,28 @@ def read_entry(d: Any) -> MemoryEntry:
     )  # fmt: skip
 
 
+#: An entry's kind as an SQLite store's ``entries.kind`` column holds it (schema 15): its
+#: position here as one digit (the column's TEXT affinity keeps it as text), one byte
+#: instead of up to 12. Frozen: a new kind is appended. Rows written before hold the
+#: name (never one character long), and are read alike.
+KIND_NAMES = ("explicit", "inferred", "entity", "cross_doc", "experience", "consolidated")
+KIND_CODES = {name: str(code) for code, name in enumerate(KIND_NAMES)}
+
+
+def kind_name(value: Any) -> str:
+    """A row's ``kind`` column as the kind's name: a code (schema 15) or the name."""
+    text = str(value)
+    if len(text) != 1:
+        return text
+    code = ord(text) - 48
+    if 0 <= code < len(KIND_NAMES):
+        return KIND_NAMES[code]
+    raise StoreFormatError(
+        f"a row's kind is {text!r}, which no kind has: the store is damaged or was "
+        "written by a newer darwin-memo (upgrade, or run `darwin-memo ledger FILE verify`)"
+    )
+
+
 #: A row's JSON (``backends.sqlstore.row_json``) for an entry every other field of
 #: which is at its default or in the row's columns: its keys in order, and their types.
 _COMPACT_KEYS = ("question", "answer", "sources", "recorded_ts")

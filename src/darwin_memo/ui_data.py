@@ -61,7 +61,7 @@ from .observe import (
     top_row,
 )
 from .retrieval import tokenize
-from .types import MemoryEntry
+from .types import KIND_CODES, KIND_NAMES, MemoryEntry, kind_name
 
 __all__ = [
     "CAUSES",
@@ -444,19 +444,21 @@ class StoreView:
                 kinds = sorted(balances)
             else:
                 tick, upkeep = ledger.tick_count, store.upkeep
-                rows = conn.execute(
+                by_kind: dict[str, float] = {}
+                for k, v in conn.execute(
                     # "+alive": a plain scan beats an index walk with a row lookup per entry
                     f"SELECT kind, SUM({_balance_sql()}) FROM entries WHERE +alive = 1 "
-                    "GROUP BY kind",
+                    "GROUP BY kind",  # (a code, or before schema 15 the name)
                     {"t": tick, "u": upkeep},
-                ).fetchall()
-                total = math.fsum(float(v or 0.0) for _, v in rows)
+                ):
+                    by_kind[kind_name(k)] = by_kind.get(kind_name(k), 0.0) + float(v or 0.0)
+                total = math.fsum(by_kind.values())
                 shares = (
-                    {str(k): round(float(v or 0.0) / total, 3) for k, v in rows}
+                    {k: round(v / total, 3) for k, v in sorted(by_kind.items())}
                     if total > 0
                     else {}
                 )
-                kinds = sorted(str(k) for k, _ in rows)
+                kinds = sorted(by_kind)
             pinned = conn.execute(
                 "SELECT COUNT(*) FROM entries WHERE alive = 1 AND pinned = 1"
             ).fetchone()[0]
@@ -546,12 +548,12 @@ class StoreView:
         conds: list[str] = []
         params: dict[str, Any] = {}
         if query.kind:
-            conds.append("kind = :kind")
-            params["kind"] = query.kind
+            conds.append(_KIND_IS)
+            params.update(kind=query.kind, kind_code=KIND_CODES.get(query.kind, query.kind))
         if query.flag == "pinned":
             conds.append("pinned = 1")
         elif query.flag == "probation":
-            conds.append("COALESCE(json_extract(data, '$.probation'), 0) > 0")
+            conds.append("COALESCE(" + _FIELD.format("probation") + ", 0) > 0")
         if query.q:
             either: list[str] = []
             prefix = query.id_prefix()
@@ -684,10 +686,11 @@ class StoreView:
     def _graveyard(self, query: PageQuery) -> JsonDict:
         conn = self.sql
         if conn is not None:
-            conds, params = ["alive = 0"], {}
+            conds: list[str] = ["alive = 0"]
+            params: dict[str, Any] = {}
             if query.kind:
-                conds.append("kind = :kind")
-                params["kind"] = query.kind
+                conds.append(_KIND_IS)
+                params.update(kind=query.kind, kind_code=KIND_CODES.get(query.kind, query.kind))
             prefix = query.id_prefix()
             tokens = query.tokens()
             if query.q:
@@ -813,15 +816,30 @@ def _round_energy(x: float) -> float | int:
 #: a row that is not ASCII (NFKC may have changed its tokens) or holds an escape (such
 #: as a ``\u`` one an older row was written with) always reads them.
 _HOLDS_TOKEN = (
-    "(instr(lower(data), :r{0}) > 0 OR length(data) <> length(CAST(data AS BLOB)) "
+    "(typeof(data) = 'blob' OR instr(lower(data), :r{0}) > 0 "
+    "OR length(data) <> length(CAST(data AS BLOB)) "
     "OR instr(data, char(92)) > 0) "
     "AND instr(' ' || darwin_row_tokens(toks, data) || ' ', :w{0}) > 0"
 )
 
 #: A row's question and answer: under their keys, or first and second in a lesson's row
-#: held as a list (schema 11; ``backends.sqlstore.row_json``).
-_QUESTION = "COALESCE(json_extract(data, '$.question'), json_extract(data, '$[0]'))"
-_ANSWER = "COALESCE(json_extract(data, '$.answer'), json_extract(data, '$[1]'))"
+#: held as a list (schema 11; ``backends.sqlstore.row_json``), which may be coded
+#: (schema 15: SQL's ``darwin_row_text`` decodes it).
+_QUESTION = (
+    "COALESCE(json_extract(darwin_row_text(data), '$.question'), "
+    "json_extract(darwin_row_text(data), '$[0]'))"
+)
+_ANSWER = (
+    "COALESCE(json_extract(darwin_row_text(data), '$.answer'), "
+    "json_extract(darwin_row_text(data), '$[1]'))"
+)
+#: A row of kind ``:kind`` (``:kind_code``: its code, schema 15; rows written before
+#: hold the name).
+_KIND_IS = "kind IN (:kind, :kind_code)"
+
+#: A field of a row kept as an object (a coded row, schema 15, is a lesson's list row,
+#: which holds every field but its four at its default: NULL here).
+_FIELD = "(CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.{}') END)"
 
 
 def _balance_sql() -> str:
@@ -839,10 +857,12 @@ _ORDER_SQL = {
     "ticks_to_starvation": "(pinned = 1 OR :u <= 0) {dir}, "
     "(CASE WHEN pinned = 1 OR :u <= 0 THEN 0 ELSE " + _balance_sql() + " END) {dir}",
     # A row's JSON leaves these out at their defaults (schema 7: 0, -1 and 0).
-    "age_ticks": "(-COALESCE(json_extract(data, '$.born_cycle'), 0)) {dir}",
-    "last_settled_tick": "COALESCE(json_extract(data, '$.last_used_cycle'), -1) {dir}",
-    "uses": "COALESCE(json_extract(data, '$.uses'), 0) {dir}",
-    "kind": "kind {dir}",
+    "age_ticks": "(-COALESCE(" + _FIELD.format("born_cycle") + ", 0)) {dir}",
+    "last_settled_tick": "COALESCE(" + _FIELD.format("last_used_cycle") + ", -1) {dir}",
+    "uses": "COALESCE(" + _FIELD.format("uses") + ", 0) {dir}",
+    "kind": "(CASE kind "
+    + " ".join(f"WHEN '{code}' THEN '{name}'" for code, name in enumerate(KIND_NAMES))
+    + " ELSE kind END) {dir}",
     "id": "id {dir}",
     "question": "lower(" + _QUESTION + ") {dir}",
 }

@@ -65,6 +65,19 @@ def _row_tokens(toks: object, data: object) -> str:
         return ""
 
 
+def _row_text(data: object) -> str | None:
+    """SQL's ``darwin_row_text(data)``: a row's ``data`` as JSON text (a coded row
+    decoded, schema 15), and NULL for one that cannot be read."""
+    from ..textcode import row_text
+
+    if isinstance(data, str):
+        return data
+    try:
+        return row_text(data) if isinstance(data, bytes) else None
+    except StoreFormatError:
+        return None
+
+
 class SqliteBackend:
     kind = "sqlite"
     history_in_memory = False
@@ -105,6 +118,7 @@ class SqliteBackend:
             self._synchronous = "FULL"
             # A row's indexed tokens in SQL (the dashboard's graveyard search; schema 12)
             self.conn.create_function("darwin_row_tokens", 2, _row_tokens, deterministic=True)
+            self.conn.create_function("darwin_row_text", 1, _row_text, deterministic=True)
             apply_migrations(self.conn, self.file)
             #: The schema cookie this handle was opened at (``_check_schema``).
             self._schema_cookie = self._cookie()

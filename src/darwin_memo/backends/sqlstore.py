@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
-from .. import collector, native
+from .. import collector, native, textcode
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
@@ -41,8 +41,10 @@ from ..temporal import recency_weight
 from ..types import (
     _COMPACT_KEYS,
     ALIVE_EPSILON,
+    KIND_CODES,
     EntryKind,
     MemoryEntry,
+    kind_name,
     read_compact,
     read_entry,
 )
@@ -172,15 +174,27 @@ def row_json(entry: MemoryEntry) -> str:
     return _ENCODER.encode(d)
 
 
+def row_data(conn: Any, entry: MemoryEntry) -> str | bytes:
+    """What a row written now holds in ``data``: ``row_json``, or in an SQLite store a
+    lesson's list row in the row code, where that is shorter (schema 15, ``textcode``)."""
+    text = row_json(entry)
+    if text[:1] == "[" and isinstance(conn, sqlite3.Connection):
+        coded = textcode.encode(text)
+        if coded is not None:
+            return coded
+    return text
+
+
 def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> MemoryEntry:
     """The entry a row holds: its ``data`` with its ``id``, ``energy`` and ``kind`` columns.
 
     Rows written before schema 7 hold the whole ``to_dict`` (their ``energy`` is the
-    balance when last written; the caller sets the balance from the columns).
+    balance when last written; the caller sets the balance from the columns). A BLOB is
+    a lesson's list row in the row code, and ``kind`` may be the kind's code (schema 15).
     """
-    d = loads(data)
+    d = loads(data if type(data) is str else textcode.row_text(data))
     if type(d) is list or (type(d) is dict and "id" not in d):
-        return read_compact(d, entry_id, float(energy), kind)
+        return read_compact(d, entry_id, float(energy), kind_name(kind))
     return read_entry(d)
 
 
@@ -216,12 +230,12 @@ def token_text(data: str | bytes) -> str:
     """The tokens of the question and answer a row's ``data`` holds, sorted, joined by
     spaces: ``" ".join(entry_tokens(entry))`` for the entry the row holds."""
     fast = _compiled_row_tokens()
-    if fast is not None and type(data) is str:
+    if fast is not None and type(data) in (str, bytes):
         text = fast(data, STOPWORDS)
         if text is not None:
             return str(text)
     try:
-        d = loads(data)
+        d = loads(data if type(data) is str else textcode.row_text(data))
         question, answer = (d[0], d[1]) if type(d) is list else (d["question"], d["answer"])
     except (ValueError, TypeError, KeyError, IndexError):
         question = answer = None
@@ -237,10 +251,11 @@ def token_text(data: str | bytes) -> str:
 _ROW_TOKENS: list[Any] = [None]
 
 
-def _compiled_row_tokens() -> Callable[[str, frozenset[str]], str | None] | None:
+def _compiled_row_tokens() -> Callable[[str | bytes, frozenset[str]], str | None] | None:
     """``darwin_memo._ctext.row_tokens``, or None (not built, or not wanted)."""
     fast = _ROW_TOKENS[0]
     if fast is None:
+        textcode.compiled()  # (loads the row code: it reads coded rows too)
         module = native.compiled("_ctext")
         fast = _ROW_TOKENS[0] = getattr(module, "row_tokens", False) if module else False
     return fast or None
@@ -250,6 +265,12 @@ def toks_column(conn: Any, toks: Iterable[str]) -> str:
     """What a row written now keeps in ``toks``: nothing on SQLite (schema 12: read
     from its text, ``row_tokens``), the tokens joined by spaces on PostgreSQL."""
     return "" if isinstance(conn, sqlite3.Connection) else " ".join(toks)
+
+
+def kind_column(conn: Any, kind: str) -> str:
+    """What a row written now holds in ``kind``: the kind's code in an SQLite store
+    (schema 15, ``types.KIND_CODES``), its name in a PostgreSQL one."""
+    return KIND_CODES.get(kind, kind) if isinstance(conn, sqlite3.Connection) else kind
 
 
 def death_tick(energy: float, anchor: int, upkeep: float, pinned: bool) -> int | None:
@@ -332,9 +353,10 @@ def add_df(
 ) -> None:
     """Raise each token's ``df`` by its count; a token not in ``tokens`` yet is added.
 
-    New tokens take ids in ``counts``' order. SQLite (schema 8) keys the vocabulary by
-    its text, so ids come from the ``token_ids`` counter (before m008, from the rowids:
-    the same numbers); PostgreSQL's come from its sequence. With ``deferred`` (SQLite),
+    SQLite (schema 8) keys the vocabulary by its text; a token's id names its
+    ``blocks``, so from schema 15 a new token holds id 0 (no bytes) until its list
+    first goes to blocks (``write_token``, from the ``token_ids`` counter; before m008
+    the ids were the rowids). PostgreSQL's come from its sequence. With ``deferred`` (SQLite),
     the counts of tokens already there are added to it instead, and the tokens it
     knows are not looked up again.
     """
@@ -357,17 +379,17 @@ def add_df(
     fresh = [t for t in counts if t not in known]
     if fresh:
         row = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
-        if row is None:  # a store before m008 (its migrations are running): the rowids
-            row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM tokens").fetchone()
-        top = int(row[0])
-        conn.executemany(
-            "INSERT INTO tokens (token, id, df) VALUES (?, ?, ?)",
-            [(t, top + i, counts[t]) for i, t in enumerate(fresh, 1)],
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
-            (top + len(fresh),),
-        )
+        if row is not None:  # (schema 15) an id only once its list goes to blocks
+            conn.executemany(
+                "INSERT INTO tokens (token, id, df) VALUES (?, 0, ?)",
+                [(t, counts[t]) for t in fresh],
+            )
+        else:  # a store before m008 (its migrations are running): the rowids
+            (top,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM tokens").fetchone()
+            conn.executemany(
+                "INSERT INTO tokens (token, id, df) VALUES (?, ?, ?)",
+                [(t, int(top) + i, counts[t]) for i, t in enumerate(fresh, 1)],
+            )
     if deferred is not None:
         for t in known:
             deferred[t] += counts[t]
@@ -655,11 +677,22 @@ def _clear_blocks(conn: sqlite3.Connection, token_id: int, masks: Mapping[int, i
 def write_token(
     conn: sqlite3.Connection, token: str, token_id: int, ids: list[int], *, dense: bool
 ) -> None:
-    """Store a token's sorted rowids as blocks (``dense``; none there yet) or as its pack."""
+    """Store a token's sorted rowids as blocks (``dense``; none there yet) or as its pack.
+    A token going to blocks for the first time (id 0, schema 15) takes an id first."""
     if dense:
+        if not token_id:
+            token_id = _next_token_id(conn)
+            conn.execute("UPDATE tokens SET id = ? WHERE token = ?", (token_id, token))
         _write_blocks(conn, token_id, ids, True)
     pack = pack_ids(ids) if ids and not dense else None
     conn.execute("UPDATE tokens SET dense = ?, ids = ? WHERE token = ?", (int(dense), pack, token))
+
+
+def _next_token_id(conn: sqlite3.Connection) -> int:
+    """The next id from the ``token_ids`` counter (taken)."""
+    _bump(conn, "token_ids", 1)
+    (top,) = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
+    return int(top)
 
 
 def _changed(ids: array[int], held: dict[int, bool]) -> array[int] | list[int]:
@@ -928,9 +961,9 @@ def write_entry(
         int(entry.pinned),
         death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
         toks_column(conn, toks),
-        entry.kind.value,
+        kind_column(conn, entry.kind.value),
         int(damaged),
-        row_json(entry),
+        row_data(conn, entry),
         version,
     )
     if row is None:
@@ -959,7 +992,7 @@ def write_entry(
         _bump(conn, "alive", 1 if alive else -1)
     if sums is not None:
         if row is not None and was_alive and not row[3]:
-            sums.add(str(row[6]), float(row[4]), int(row[5]), -1)
+            sums.add(kind_name(row[6]), float(row[4]), int(row[5]), -1)
         if alive and not entry.pinned:
             sums.add(entry.kind.value, entry.energy, tick)
     for member in entry.lineage:
@@ -1037,9 +1070,9 @@ def write_entries_bulk(
                 int(entry.pinned),
                 death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
                 toks_column(conn, toks),
-                entry.kind.value,
+                kind_column(conn, entry.kind.value),
                 int(entry.id in damaged),
-                row_json(entry),
+                row_data(conn, entry),
                 version,
                 entry.id,
             )
@@ -1052,21 +1085,24 @@ def write_entries_bulk(
         conn.execute(sql)
     ordered = sorted(token_rows)
     packed = isinstance(conn, sqlite3.Connection) and not _postings_kept(conn)
+    dense: list[str] = []  # (packed: the tokens whose lists go to blocks)
     encode = _codec()[0]
     if packed:
         # Each token's row with its pack; a common token's bits go to its blocks.
+        # (ids: only the tokens in blocks take one, schema 15; the others hold 0)
+        dense += [t for t in ordered if len(token_rows[t]) >= DENSE_MIN]
+        dense_ids = {t: i for i, t in enumerate(dense, 1)}
         conn.executemany(
             "INSERT INTO tokens (id, token, df, dense, ids) VALUES (?, ?, ?, ?, ?)",
             (
-                (i, t, len(ids), 1, None)
+                (dense_ids[t], t, len(ids), 1, None)
                 if len(ids) >= DENSE_MIN
-                else (i, t, len(ids), 0, encode(ids))
-                for i, (t, ids) in enumerate(((t, token_rows[t]) for t in ordered), 1)
+                else (0, t, len(ids), 0, encode(ids))
+                for t, ids in ((t, token_rows[t]) for t in ordered)
             ),
         )
-        for i, t in enumerate(ordered, 1):
-            if len(token_rows[t]) >= DENSE_MIN:
-                _write_blocks(conn, i, token_rows[t], True)
+        for t in dense:
+            _write_blocks(conn, dense_ids[t], token_rows[t], True)
     else:
         conn.executemany(
             "INSERT INTO tokens (id, token, df) VALUES (?, ?, ?)",
@@ -1079,7 +1115,7 @@ def write_entries_bulk(
     if isinstance(conn, sqlite3.Connection):
         conn.execute(
             "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
-            (len(ordered),),
+            (len(dense) if packed else len(ordered),),
         )
         new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
@@ -1269,7 +1305,7 @@ class SqlStore(MemoryStore):
         self._buried_written: set[str] = set()
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
         #: (tick, version, damaged, data) then, so an unchanged heir is not written twice.
-        self._heirs_written: dict[str, tuple[int, int, bool, str]] = {}
+        self._heirs_written: dict[str, tuple[int, int, bool, str | bytes]] = {}
         #: While ``merge_batches`` runs (SQLite), the ``df`` changes not written yet,
         #: and the buried rows' columns and the lineage (``_RowWrites``).
         self._df_deferred: DfChanges | None = None
@@ -1356,7 +1392,7 @@ class SqlStore(MemoryStore):
                         self.tick,
                         self.backend.txn_version,
                         entry_id in self.damaged,
-                        row_json(entry),
+                        row_data(self.conn, entry),
                     ):
                         continue  # written by merge_many and unchanged since
                     self._write(entry, True)
@@ -1476,13 +1512,19 @@ class SqlStore(MemoryStore):
         if not isinstance(self.conn, sqlite3.Connection):
             return None
         cache = self._population
+        # A coded row (a BLOB, schema 15) is a lesson's list row: no probation, no
+        # juvenile, and its sources are read from its text below.
         columns = (
             "rowid, id, energy, anchor, pinned, toks, "
-            "json_extract(data, '$.probation'), json_extract(data, '$.juvenile'), "
-            "CASE WHEN toks = '' THEN data END"  # (schema 12: the tokens from the text)
+            "CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.probation') END, "
+            "CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.juvenile') END, "
+            "CASE WHEN toks = '' OR typeof(data) = 'blob' THEN data END"  # (schema 12)
         )
         if need_sources:  # (a list row, schema 11, holds them third)
-            columns += ", COALESCE(json_extract(data, '$.sources'), json_extract(data, '$[2]'))"
+            columns += (
+                ", CASE WHEN typeof(data) = 'text' THEN "
+                "COALESCE(json_extract(data, '$.sources'), json_extract(data, '$[2]')) END"
+            )
         try:
             rows = self.conn.execute(
                 f"SELECT {columns} FROM entries WHERE alive = 1 ORDER BY rowid"
@@ -1515,7 +1557,12 @@ class SqlStore(MemoryStore):
             probation, juvenile = row[6] or 0, row[7] or 0
             held: Any = ()
             if entry is None and need_sources:
-                held = loads(row[9]) if row[9] is not None else []
+                if row[9] is not None:
+                    held = loads(row[9])
+                elif type(row[8]) is bytes:
+                    held = loads(textcode.row_text(row[8]))[2]
+                else:
+                    held = []
             if entry is None and (
                 type(probation) is not int
                 or type(juvenile) is not int
@@ -1541,7 +1588,7 @@ class SqlStore(MemoryStore):
             toks = row[5]
             if not toks:  # (schema 12) row_tokens, inline: a million rows at 1M entries
                 data = row[8]
-                toks = fast(data, STOPWORDS) if fast is not None and type(data) is str else None
+                toks = fast(data, STOPWORDS) if fast is not None and data is not None else None
                 if toks is None:
                     toks = token_text(data)
             texts.append(toks)
@@ -1618,8 +1665,9 @@ class SqlStore(MemoryStore):
                 text = texts.get(int(row[0])) if texts is not None else None
                 if text is None:
                     text = row_tokens(str(toks), row[6])
+                kind = kind_name(row[7])
                 keep[entry_id] = (
-                    int(row[0]), int(row[2]), text, fresh, row[7], row[3], row[4], row[5],
+                    int(row[0]), int(row[2]), text, fresh, kind, row[3], row[4], row[5],
                 )  # fmt: skip
         out = []
         for rowid in rowids:
@@ -1781,7 +1829,7 @@ class SqlStore(MemoryStore):
         for heir in heirs:
             rowid += 1
             toks = entry_tokens(heir)
-            data = row_json(heir)
+            data = row_data(conn, heir)
             damaged = heir.id in self.damaged
             rows.append(
                 (
@@ -1791,7 +1839,7 @@ class SqlStore(MemoryStore):
                     int(heir.pinned),
                     death_tick(heir.energy, self.tick, self.upkeep, heir.pinned),
                     toks_column(conn, toks),
-                    heir.kind.value,
+                    kind_column(conn, heir.kind.value),
                     int(damaged),
                     data,
                     version,
@@ -1848,7 +1896,7 @@ class SqlStore(MemoryStore):
             ):
                 rows[str(entry_id)] = (
                     int(rowid), int(alive), row_tokens(str(toks), data) if alive else "", False,
-                    str(kind), float(energy), int(anchor), int(pinned),
+                    kind_name(kind), float(energy), int(anchor), int(pinned),
                 )  # fmt: skip
         for entry in entries:
             if entry.id not in rows:  # no row yet: the one-by-one path inserts it
@@ -1881,9 +1929,9 @@ class SqlStore(MemoryStore):
                     entry.energy,
                     tick,
                     int(entry.pinned),
-                    entry.kind.value,
+                    kind_column(self.conn, entry.kind.value),
                     int(entry.id in damaged),
-                    row_json(entry),
+                    row_data(self.conn, entry),
                     version,
                     rowid,
                 )
@@ -2005,7 +2053,7 @@ class SqlStore(MemoryStore):
             "SELECT kind, energy, anchor FROM entries WHERE alive = 1 AND pinned = 1"
         ):
             now = exact(self._energy_now(float(energy), int(anchor), True))
-            totals[str(kind)] = totals.get(str(kind), 0) + now
+            totals[kind_name(kind)] = totals.get(kind_name(kind), 0) + now
         return totals
 
     def sums_problems(self) -> list[str]:
@@ -2056,7 +2104,10 @@ class SqlStore(MemoryStore):
         total = math.fsum(float(v or 0.0) for _, v in rows)
         if total <= 0:
             return {}
-        return {str(k): float(v or 0.0) / total for k, v in rows}
+        shares: dict[str, float] = {}
+        for k, v in rows:  # (a store from before schema 15 may hold a kind both ways)
+            shares[kind_name(k)] = shares.get(kind_name(k), 0.0) + float(v or 0.0) / total
+        return shares
 
     def now_cycle(self) -> int:
         return max(

@@ -21,6 +21,8 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 
+from ..types import kind_name
+
 __all__ = ["ONE", "EnergySums", "exact", "read_sums", "scan_sums"]
 
 #: The scale of an exact sum: ``exact(1.0) == ONE``.
@@ -124,7 +126,7 @@ def scan_sums(conn: sqlite3.Connection) -> EnergySums:
     """The sums of the rows as they are (a scan of every living, unpinned row)."""
     sums = EnergySums()
     sums.add_rows(
-        (str(kind), float(energy), int(anchor))
+        (kind_name(kind), float(energy), int(anchor))
         for kind, energy, anchor in conn.execute(
             "SELECT kind, energy, anchor FROM entries WHERE alive = 1 AND pinned = 0"
         )
