@@ -557,8 +557,30 @@ tc_decode(const unsigned char *blob, Py_ssize_t size, Py_ssize_t *n)
         PyErr_NoMemory();
         return NULL;
     }
+    /* While 64 bits or more are left: read them at once (most significant first) and
+     * take four codewords (48 bits at most) from them. */
+    uint64_t bit = 0, total = (uint64_t)nbytes * 8;
+    while (bit + 64 <= total) {
+        const unsigned char *q = p + (bit >> 3);
+        uint64_t w = ((uint64_t)q[0] << 56) | ((uint64_t)q[1] << 48) | ((uint64_t)q[2] << 40) |
+                     ((uint64_t)q[3] << 32) | ((uint64_t)q[4] << 24) | ((uint64_t)q[5] << 16) |
+                     ((uint64_t)q[6] << 8) | (uint64_t)q[7];
+        w <<= bit & 7;
+        for (int j = 0; j < 4; j++) {
+            uint16_t e = tc_table[w >> (64 - TC_MAX)];
+            out[k++] = (unsigned char)(e & 0xFF);
+            w <<= e >> 8;
+            bit += e >> 8;
+        }
+    }
+    /* The rest, a byte at a time. */
+    pos = (Py_ssize_t)(bit >> 3);
     uint64_t acc = 0; /* the bits not yet decoded are its low ``have`` bits */
     int have = 0;
+    if (bit & 7) {
+        acc = p[pos++] & ((1u << (8 - (bit & 7))) - 1);
+        have = 8 - (int)(bit & 7);
+    }
     for (;;) {
         if (have < TC_MAX) {
             while (have <= 56 && pos < nbytes) {
