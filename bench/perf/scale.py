@@ -26,7 +26,12 @@ ours is then copied to SQLite with ``darwin_memo.transfer.copy_store`` (what
   ``Ledger.load``, then settles and ticks 1..4 as above, none of them durable
   until a ``Ledger.save``. The table compares settling in memory with the published
   package's settle, and settling durably (ours: one fsynced SQLite commit) with the
-  published settle plus the ``Ledger.save`` that keeps it;
+  published settle plus the ``Ledger.save`` that keeps it. When the published package
+  runs at that size, this step runs after it, on the queries it decided within its
+  time budget: both then settle the same tickets with the same deltas (the rankings
+  are the same; ``same_tickets`` records that the deciding entries agree), where
+  otherwise the published package's few slow decides at 100k and up would be compared
+  with many more of ours;
 * the consolidating tick (tick 5) on the store left at tick 4, in its own
   process, killed after ``--consolidation-cap`` seconds (reported as ``> cap``;
   a package that timed out at a smaller size is not run again at larger ones);
@@ -441,9 +446,45 @@ class Bench:
             except Exception as exc:  # record and go on to the other package
                 out[pkg] = {"error": str(exc)[-3000:]}
                 self.log(f"n={n:,} {pkg}: ERROR {exc}")
+        json_path = self.work / f"n{n}" / OURS / "built.json"
+        if OURS in out and "json_inproc" not in out[OURS] and json_path.exists():
+            try:  # 2c after the published package: the tickets it settled
+                ref = out.get(REF, {}).get("inproc")
+                out[OURS]["json_inproc"] = self.in_memory(json_path, queries, ref)
+            except Exception as exc:
+                out[OURS]["json_inproc_error"] = str(exc)[-3000:]
+                self.log(f"n={n:,} {OURS} in memory: ERROR {exc}")
+            finally:
+                remove_store_file(json_path)
         out["load_end"] = loadavg()
         if OURS in out and REF in out:
             out["agreement"] = agreement(out[OURS], out[REF])
+        return out
+
+    def in_memory(self, json_path: Path, queries: Path, ref: dict[str, Any] | None) -> Any:
+        """Ours on the JSON file in memory, as the published package runs: decides,
+        settles and upkeep ticks without a durable commit (what ``Ledger.save`` later
+        persists). With ``ref`` (the published package's in-process results at this
+        size), on the same queries it decided, so both settle the same tickets."""
+        a = self.args
+        argv = ["inproc", str(json_path), "--mode", "load", "--queries", str(queries)]
+        argv += ["--settles", str(a.settles)]
+        if ref and ref.get("deciders"):
+            argv += ["--budget-s", "1e9", "--realistic", str(len(ref["deciders"]))]
+            argv += ["--adversarial", str(max(1, len(ref.get("adversarial_deciders", []))))]
+        else:
+            argv += ["--budget-s", str(min(2.0, a.decide_budget))]
+            argv += ["--realistic", "60", "--adversarial", "1"]
+        out = last_json(self.driver(OURS, argv, timeout=a.step_timeout))
+        if ref and ref.get("deciders"):
+            out["same_tickets"] = out.get("deciders") == ref["deciders"] and out.get(
+                "adversarial_deciders"
+            )[: len(ref.get("adversarial_deciders", []))] == ref.get("adversarial_deciders", [])
+        self.log(
+            f"  {OURS} in memory: settle p50 {out['settle'].get('p50_ms')} ms "
+            f"(n={out['settle'].get('n')}, same tickets as published: "
+            f"{out.get('same_tickets', '-')}), ticks {out['tick']['each_ms']}"
+        )
         return out
 
     def run_package(
@@ -523,19 +564,11 @@ class Bench:
             }
             self.log(f"  JSON load: {res['json_open']}")
 
-        # 2c. ours on that JSON file in memory, as the published package runs: settle and
-        # upkeep ticks without a durable commit (what ``Ledger.save`` later persists)
-        if pkg == OURS:
-            argv = ["inproc", str(json_path), "--mode", "load", "--queries", str(queries)]
-            argv += ["--budget-s", str(min(2.0, a.decide_budget)), "--settles", str(a.settles)]
-            argv += ["--realistic", "60", "--adversarial", "1"]
-            r = self.driver(pkg, argv, timeout=a.step_timeout)
-            res["json_inproc"] = last_json(r)
+        # 2c. ours on that JSON file in memory (``in_memory``): after the published
+        # package, where it runs at this size (``run_size``), on the tickets it settled
+        if pkg == OURS and REF not in self.pythons:
+            res["json_inproc"] = self.in_memory(json_path, queries, None)
             remove_store_file(json_path)
-            self.log(
-                f"  in memory: settle p50 {res['json_inproc']['settle'].get('p50_ms')} ms, "
-                f"ticks {res['json_inproc']['tick']['each_ms']}"
-            )
 
         # 3. in-process decide / settle / ticks 1..4
         work = d / f"work{suffix}"
