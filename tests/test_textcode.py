@@ -90,8 +90,6 @@ def test_damaged_or_unknown_blobs_are_a_store_format_error(monkeypatch: pytest.M
     for compiled in (True, False):
         if not compiled:
             monkeypatch.setattr(tc, "_C", [False])  # the Python twin
-        if not compiled:
-            monkeypatch.setattr(sqlstore, "_DECODE", [False])
         for blob in (b"", b"\x02" + good[1:], good[:1] + b"\x00\x00"):
             with pytest.raises(StoreFormatError, match=r"verify|newer darwin-memo"):
                 tc.decode(blob)

@@ -192,23 +192,10 @@ def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> Memo
     balance when last written; the caller sets the balance from the columns). A BLOB is
     a lesson's list row in the row code, and ``kind`` may be the kind's code (schema 15).
     """
-    if type(data) is not str:
-        decode = _DECODE[0]
-        if decode is None:
-            module = textcode.compiled()
-            decode = _DECODE[0] = module.decode_text if module is not None else False
-        try:
-            data = decode(data) if decode else textcode.row_text(data)
-        except ValueError:  # (not a coded row: row_text names what is wrong)
-            data = textcode.row_text(data)
-    d = loads(data)
+    d = loads(data if type(data) is str else textcode.row_text(data))
     if type(d) is list or (type(d) is dict and "id" not in d):
         return read_compact(d, entry_id, float(energy), kind_name(kind))
     return read_entry(d)
-
-
-#: The compiled decoder of coded rows once looked up (False: the Python one).
-_DECODE: list[Any] = [None]
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
