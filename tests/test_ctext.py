@@ -146,3 +146,83 @@ def test_the_pure_python_switch_keeps_the_python_loop() -> None:
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert out.stdout.split() == expect.split()
+
+
+#: Texts for the index's lists: ASCII, accented, the Kelvin sign (its lowercase is an
+#: ASCII k), full-width and CJK letters, stopwords, repeats within one text.
+_INDEX_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from([*_WORDS, "k8s", "\u212a8s", "caf\u00e9", "CAFE", "\uff21\uff30\uff29"]),
+        st.sampled_from(["\u5b66\u4e60", "na\u00efve", "tests", "Tests", "re-run", "v1.2*"]),
+        st.text(alphabet=st.sampled_from(list("abs KS\u00e9\u212a.*-")), max_size=8),
+    ),
+    max_size=12,
+).map(" ".join)
+
+
+def _lists(retriever: object) -> object:
+    r = retriever
+    return (
+        {t: list(a) for t, a in r._postings.items()},  # type: ignore[attr-defined]
+        r._df,  # type: ignore[attr-defined]
+        r._ids,  # type: ignore[attr-defined]
+        r._ordinal,  # type: ignore[attr-defined]
+        r._tokens,  # type: ignore[attr-defined]
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_INDEX_TEXT, _INDEX_TEXT), max_size=25), st.integers(0, 3))
+def test_post_entries_lists_what_the_python_pass_lists(
+    texts: list[tuple[str, str]], gone: int
+) -> None:
+    """An empty index listed in C (``post_entries``) equals the Python pass: the same
+    ordinals under the same tokens, the same df, ids and cached texts, and the same
+    results from a search, including after entries listed before were all removed."""
+    from darwin_memo import LexicalRetriever, MemoryEntry
+    from darwin_memo import retrieval as retrieval_module
+
+    _compiled()
+    entries = [MemoryEntry(q or "?", a, id=f"e{i}") for i, (q, a) in enumerate(texts)]
+    earlier = [MemoryEntry(f"old {i}", "gone", id=f"old{i}") for i in range(gone)]
+    made = []
+    for compiled in (True, False):
+        retrieval_module._COMPILED.pop("post_entries", None)
+        if not compiled:
+            retrieval_module._COMPILED["post_entries"] = None
+        try:
+            r = LexicalRetriever()
+            if earlier:  # listed, then removed: the next pass starts past their ordinals
+                r.index_many(earlier)
+                r._list_pending()
+                for e in earlier:
+                    r._unindex(e.id)
+                r._tokens.clear()
+            r.index_many(entries)
+            r._list_pending()
+            hits = [[(i, round(s, 12)) for i, s in r.search(q, 3)] for q, _ in texts[:5]]
+            made.append((_lists(r), hits))
+        finally:
+            retrieval_module._COMPILED.pop("post_entries", None)
+    assert made[0] == made[1]
+
+
+def test_post_entries_refuses_what_it_cannot_read() -> None:
+    from array import array
+
+    ctext = _compiled()
+    with pytest.raises(TypeError, match="frozenset"):
+        ctext.post_entries(["a"], ["b"], 0, set(STOPWORDS), tokenize, array, {}, {})
+    with pytest.raises(TypeError, match="question and answer must be str"):
+        ctext.post_entries(["a"], [None], 0, STOPWORDS, tokenize, array, {}, {})
+    with pytest.raises(ValueError, match="as many answers"):
+        ctext.post_entries(["a"], [], 0, STOPWORDS, tokenize, array, {}, {})
+    with pytest.raises(TypeError, match="list of str"):
+        ctext.post_entries(["\u00e9"], ["b"], 0, STOPWORDS, lambda text: [1], array, {}, {})
+    postings: dict[str, object] = {}
+    df: dict[str, int] = {}
+    ctext.post_entries(
+        ["Tests pass", "x"], ["tests", "pass"], 7, STOPWORDS, tokenize, array, postings, df
+    )
+    assert {t: list(a) for t, a in postings.items()} == {"test": [7], "pass": [7, 8], "x": [8]}  # type: ignore[call-overload]
+    assert df == {"test": 1, "pass": 2, "x": 1}

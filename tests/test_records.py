@@ -189,7 +189,8 @@ def test_post_init_runs_and_recursion_is_safe() -> None:
 
 
 def test_the_ledger_path_never_imports_dataclasses(tmp_path: Path) -> None:
-    """A one-shot `ledger decide` / `settle` imports no dataclasses, pathlib, typing, argparse."""
+    """A one-shot `ledger decide` / `settle` imports no dataclasses, pathlib, typing, argparse,
+    nor the `sqlite3` package (and with it datetime): the SQLite driver's C module alone."""
     store = tmp_path / "s.db"
     subprocess.run(
         [sys.executable, "-m", "darwin_memo", "ledger", str(store), "add", "how do I restart",
@@ -204,7 +205,7 @@ with contextlib.redirect_stdout(out):
     main(["ledger", {str(store)!r}, "decide", "how do I restart the api"])
     ticket = json.loads(out.getvalue())["ticket_id"]
     main(["ledger", {str(store)!r}, "settle", ticket, "-0.5", "--detail", "ci run 7"])
-heavy = ("argparse", "dataclasses", "inspect", "pathlib", "typing")
+heavy = ("argparse", "dataclasses", "datetime", "inspect", "pathlib", "sqlite3", "typing")
 print(out.getvalue().splitlines()[-1])
 print(sorted(m for m in heavy if m in sys.modules))
 from darwin_memo import records

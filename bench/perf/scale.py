@@ -16,7 +16,7 @@ ours is then copied to SQLite with ``darwin_memo.transfer.copy_store`` (what
 ``darwin-memo migrate`` does). Each measurement is a fresh process:
 
 * open: ``Ledger.open(db)`` (ours) / ``Ledger.load(json)`` (published) plus the
-  first ``decide``, and the peak RSS of that process (median of 3; 1 at 1M);
+  first ``decide``, and the peak RSS of that process (median of ``--open-runs``, 7; 1 at 1M);
 * in-process: decide over the realistic queries (p50/p95, wall and CPU time;
   the first decide of the process is reported separately), ``store.retrieve``
   alone over the same queries (ranking without the ticket's transaction), each
@@ -1045,7 +1045,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--queries", type=int, default=200, help="realistic queries (200)")
     p.add_argument("--cli-runs", type=int, default=9)
-    p.add_argument("--open-runs", type=int, default=3)
+    p.add_argument("--open-runs", type=int, default=7)
     p.add_argument("--settles", type=int, default=50, help="settlements timed in-process")
     p.add_argument(
         "--decide-budget",

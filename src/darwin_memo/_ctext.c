@@ -17,6 +17,15 @@
  * and joined by single spaces: what the ``toks`` column held before schema 12. Any
  * other row gives None (the caller reads it in Python).
  *
+ * post_entries(questions, answers, first, stopwords, tokenize, array, postings, df)
+ *
+ * An empty LexicalRetriever's lists in one pass (what _list_pending's Python loop
+ * makes): entry i, ordinal first + i, goes under each distinct token of
+ * questions[i] + " " + answers[i]. Where both are ASCII the tokens are found here
+ * (tokenize's ASCII path, the stopwords cached); otherwise tokenize(text) makes them.
+ * Each distinct token becomes one str and one array("l") of its ordinals in
+ * ``postings``, its count in ``df``: not one str and one set per entry holding it.
+ *
  * unit_vector(text: bytes, lo: int, hi: int, dims: int) -> list[float] | None
  *
  * ``text`` is UTF-8. Every run of n consecutive characters (lo <= n <= hi) is hashed
@@ -699,6 +708,239 @@ row_tokens(PyObject *self, PyObject *args)
     return out;
 }
 
+/* -- post_entries: an empty index's lists, in one pass -------------------------- */
+
+/* A distinct token: its text (kept alive by ``token``), and the ordinals of the
+ * entries that hold it, in order. */
+typedef struct {
+    const char *p; /* the str's characters as stored (PEP 393), ``kind`` bytes each */
+    Py_ssize_t n;  /* in bytes */
+    int kind;
+    uint32_t h;
+    PyObject *token;
+    long *ords;
+    Py_ssize_t len, cap;
+} vocab_word;
+
+typedef struct {
+    vocab_word *words;
+    Py_ssize_t count, room;
+    Py_ssize_t *table; /* open addressing: index + 1 into words, 0 = empty */
+    size_t mask;
+} vocab;
+
+static void
+vocab_free(vocab *v)
+{
+    for (Py_ssize_t i = 0; i < v->count; i++) {
+        Py_XDECREF(v->words[i].token);
+        PyMem_Free(v->words[i].ords);
+    }
+    PyMem_Free(v->words);
+    PyMem_Free(v->table);
+}
+
+static int
+vocab_grow_table(vocab *v)
+{
+    size_t cap = (v->mask + 1) * 2;
+    Py_ssize_t *table = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < v->count; i++) {
+        size_t slot = v->words[i].h & (cap - 1);
+        while (table[slot])
+            slot = (slot + 1) & (cap - 1);
+        table[slot] = i + 1;
+    }
+    PyMem_Free(v->table);
+    v->table = table;
+    v->mask = cap - 1;
+    return 0;
+}
+
+/* Add ``ordinal`` to the list of the token whose characters are p[:n] (``n`` bytes of
+ * PEP 393 ``kind``: a str has one representation, so equal strs have equal bytes),
+ * once per entry. ``token`` is its str if the caller has one (borrowed), else NULL
+ * (made here from the ASCII bytes). */
+static int
+vocab_post(vocab *v, const char *p, Py_ssize_t n, int kind, PyObject *token, long ordinal)
+{
+    uint32_t h = span_hash(p, n) ^ (uint32_t)kind;
+    size_t slot = h & v->mask;
+    vocab_word *w = NULL;
+    for (; v->table[slot]; slot = (slot + 1) & v->mask) {
+        vocab_word *c = &v->words[v->table[slot] - 1];
+        if (c->h == h && c->n == n && c->kind == kind && memcmp(c->p, p, (size_t)n) == 0) {
+            w = c;
+            break;
+        }
+    }
+    if (w == NULL) {
+        if (v->count == v->room) {
+            Py_ssize_t room = v->room ? v->room * 2 : 1024;
+            vocab_word *words = PyMem_Realloc(v->words, (size_t)room * sizeof(vocab_word));
+            if (words == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            v->words = words;
+            v->room = room;
+        }
+        PyObject *made = token ? Py_NewRef(token) : PyUnicode_FromStringAndSize(p, n);
+        if (made == NULL)
+            return -1;
+        w = &v->words[v->count];
+        /* the characters of ``made``, which lives as long as the word */
+        *w = (vocab_word){PyUnicode_DATA(made), n, kind, h, made, NULL, 0, 0};
+        v->table[slot] = ++v->count;
+        if ((size_t)v->count * 2 > v->mask && vocab_grow_table(v) < 0)
+            return -1;
+        w = &v->words[v->count - 1];
+    }
+    if (w->len && w->ords[w->len - 1] == ordinal)
+        return 0; /* twice in one entry: a set holds it once */
+    if (w->len == w->cap) {
+        Py_ssize_t cap = w->cap ? w->cap * 2 : 2;
+        long *ords = PyMem_Realloc(w->ords, (size_t)cap * sizeof(long));
+        if (ords == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->ords = ords;
+        w->cap = cap;
+    }
+    w->ords[w->len++] = ordinal;
+    return 0;
+}
+
+/* The tokens of one entry: question + " " + answer, lowercased, through the cached
+ * stopwords in C where both are ASCII, else through ``tokenize`` (Python's). */
+static int
+post_entry(vocab *v, PyObject *q, PyObject *a, long ordinal, PyObject *tokenize)
+{
+    if (PyUnicode_IS_ASCII(q) && PyUnicode_IS_ASCII(a)) {
+        Py_ssize_t qn = PyUnicode_GET_LENGTH(q), an = PyUnicode_GET_LENGTH(a);
+        Py_ssize_t len = qn + an + 1;
+        char *buf = PyMem_Malloc((size_t)len);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(buf, PyUnicode_DATA(q), (size_t)qn);
+        buf[qn] = ' ';
+        memcpy(buf + qn + 1, PyUnicode_DATA(a), (size_t)an);
+        for (Py_ssize_t k = 0; k < len; k++)
+            if (buf[k] >= 'A' && buf[k] <= 'Z')
+                buf[k] = (char)(buf[k] - 'A' + 'a');
+        Py_ssize_t i = 0;
+        int failed = 0;
+        while (!failed && i < len) {
+            Py_ssize_t n, start = next_run(buf, len, &i, &n);
+            if (n == 0)
+                break;
+            if (!is_stopword(buf + start, n))
+                failed = vocab_post(v, buf + start, stemmed(buf + start, n),
+                                    PyUnicode_1BYTE_KIND, NULL, ordinal) < 0;
+        }
+        PyMem_Free(buf);
+        return failed ? -1 : 0;
+    }
+    PyObject *text = PyUnicode_FromFormat("%U %U", q, a);
+    if (text == NULL)
+        return -1;
+    PyObject *tokens = PyObject_CallOneArg(tokenize, text);
+    Py_DECREF(text);
+    if (tokens == NULL)
+        return -1;
+    if (!PyList_Check(tokens)) {
+        Py_DECREF(tokens);
+        PyErr_SetString(PyExc_TypeError, "tokenize must return a list of str");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(tokens); k++) {
+        PyObject *t = PyList_GET_ITEM(tokens, k);
+        if (!PyUnicode_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "tokenize must return a list of str");
+            Py_DECREF(tokens);
+            return -1;
+        }
+        int kind = PyUnicode_KIND(t);
+        if (vocab_post(v, PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t) * kind, kind, t, ordinal) <
+            0) {
+            Py_DECREF(tokens);
+            return -1;
+        }
+    }
+    Py_DECREF(tokens);
+    return 0;
+}
+
+static PyObject *
+post_entries(PyObject *self, PyObject *args)
+{
+    PyObject *questions, *answers, *stopwords, *tokenize, *array_type, *postings, *df;
+    PyObject *typecode = NULL;
+    long first;
+    if (!PyArg_ParseTuple(args, "O!O!lO!OOO!O!:post_entries", &PyList_Type, &questions,
+                          &PyList_Type, &answers, &first, &PyFrozenSet_Type, &stopwords,
+                          &tokenize, &array_type, &PyDict_Type, &postings, &PyDict_Type, &df))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(questions);
+    if (PyList_GET_SIZE(answers) != count) {
+        PyErr_SetString(PyExc_ValueError, "post_entries takes as many answers as questions");
+        return NULL;
+    }
+    int cached = load_stopwords(stopwords);
+    if (cached != 0) {
+        if (cached > 0)
+            PyErr_SetString(PyExc_TypeError, "post_entries takes the stopwords as a frozenset");
+        return NULL;
+    }
+    vocab v = {NULL, 0, 0, PyMem_Calloc(1024, sizeof(Py_ssize_t)), 1023};
+    if (v.table == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *q = PyList_GET_ITEM(questions, i), *a = PyList_GET_ITEM(answers, i);
+        if (!PyUnicode_Check(q) || !PyUnicode_Check(a)) {
+            PyErr_SetString(PyExc_TypeError, "an entry's question and answer must be str");
+            goto fail;
+        }
+        if (post_entry(&v, q, a, first + (long)i, tokenize) < 0)
+            goto fail;
+    }
+    typecode = PyUnicode_FromString("l");
+    if (typecode == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < v.count; i++) {
+        vocab_word *w = &v.words[i];
+        PyObject *call[2] = {typecode, PyBytes_FromStringAndSize(
+                                           (const char *)w->ords, w->len * (Py_ssize_t)sizeof(long))};
+        if (call[1] == NULL)
+            goto fail;
+        PyObject *list = PyObject_Vectorcall(array_type, call, 2, NULL); /* array("l", raw) */
+        Py_DECREF(call[1]);
+        if (list == NULL)
+            goto fail;
+        PyObject *n = PyLong_FromSsize_t(w->len);
+        int failed = n == NULL || PyDict_SetItem(postings, w->token, list) < 0 ||
+                     PyDict_SetItem(df, w->token, n) < 0;
+        Py_DECREF(list);
+        Py_XDECREF(n);
+        if (failed)
+            goto fail;
+    }
+    Py_DECREF(typecode);
+    vocab_free(&v);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(typecode);
+    vocab_free(&v);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"ascii_tokens", ascii_tokens, METH_VARARGS,
      "ascii_tokens(lowered, stopwords) -> list[str]\n\n"
@@ -715,6 +957,12 @@ static PyMethodDef methods[] = {
      "code_text(raw) -> bytes\n\nUTF-8 bytes in the row code, first byte 1 (textcode.encode)."},
     {"decode_text", decode_text, METH_O,
      "decode_text(blob) -> str\n\nThe text a coded row holds (ValueError: not one)."},
+    {"post_entries", post_entries, METH_VARARGS,
+     "post_entries(questions, answers, first, stopwords, tokenize, array, postings, df)\n\n"
+     "An empty index's lists in one pass: entry i (ordinal first + i) is listed under\n"
+     "each distinct token of questions[i] + ' ' + answers[i] (tokenize's, computed in C\n"
+     "where both are ASCII, else by calling tokenize); postings gets array('l') of\n"
+     "ordinals by token, df their lengths."},
     {"unit_vector", unit_vector, METH_VARARGS,
      "unit_vector(text, lo, hi, dims) -> list[float] | None\n\n"
      "HashingEmbedder's vector of a UTF-8 text (its tokens joined by spaces): signed\n"

@@ -4,3 +4,13 @@ def row_tokens(data: str | bytes, stopwords: frozenset[str] | set[str]) -> str |
 def set_text_code(lengths: bytes) -> None: ...
 def code_text(raw: bytes) -> bytes: ...
 def decode_text(blob: bytes) -> str: ...
+def post_entries(
+    questions: list[str],
+    answers: list[str],
+    first: int,
+    stopwords: frozenset[str],
+    tokenize: object,
+    array: type,
+    postings: dict[str, object],
+    df: dict[str, int],
+) -> None: ...

@@ -9,11 +9,11 @@ than guessed at.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from array import array
 from collections.abc import Callable
 
+from .backends.driver import sqlite3
 from .errors import StoreFormatError
 from .types import utc_now_iso
 

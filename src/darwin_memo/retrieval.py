@@ -238,6 +238,23 @@ class LexicalRetriever:
         # paused (a token set and a few containers per entry, the store in memory).
         ids, ordinals, postings, cache = self._ids, self._ordinal, self._postings, self._tokens
         get = postings.get
+        post = _compiled("post_entries") if not cache and not postings else None
+        if post is not None:
+            # The same lists in C: tokens made once per distinct token instead of once
+            # per entry that holds it, and no token set per entry.
+            with collector.paused():
+                entries = list(pending.values())
+                first = len(ids)
+                new_ids = [entry.id for entry in entries]
+                questions = [entry.question for entry in entries]
+                answers = [entry.answer for entry in entries]
+                ids.extend(new_ids)
+                ordinals.update(zip(new_ids, range(first, first + len(new_ids))))
+                cache.update(zip(new_ids, zip(questions, answers, repeat(None))))
+                df: dict[str, int] = {}
+                post(questions, answers, first, STOPWORDS, tokenize, array, postings, df)
+                self._df = df
+            return
         with collector.paused():
             for entry in pending.values():
                 ordinal = len(ids)

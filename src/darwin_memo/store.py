@@ -18,13 +18,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from . import collector, economy, jsonfile
+from . import collector, economy, jsonfile, native
 from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
 from .retrieval import LexicalRetriever, tokenize
 from .temporal import recency_weight
-from .types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
+from .types import (
+    _KINDS,
+    _WRITTEN_KEYS,
+    _WRITTEN_TYPES,
+    ALIVE_EPSILON,
+    EntryKind,
+    MemoryEntry,
+    read_entry,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +52,22 @@ __all__ = [
 ]
 
 MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
+
+#: What ``_cload.plain_entries`` checks a record against: ``read_entry``'s plain shape
+#: (keys in order, their types, the kinds by name) and the class it makes.
+_PLAIN_SHAPE = (_WRITTEN_KEYS, _WRITTEN_TYPES, _KINDS, MemoryEntry)
+_UNSET: Any = object()
+_PLAIN_READER: Any = _UNSET
+
+
+def _plain_entries() -> Any:
+    """``darwin_memo._cload.plain_entries``, or None (not built, or not wanted): then
+    every record goes through ``read_entry``, with the same entries as the result."""
+    global _PLAIN_READER
+    if _PLAIN_READER is _UNSET:
+        module = native.compiled("_cload")
+        _PLAIN_READER = None if module is None else module.plain_entries
+    return _PLAIN_READER
 
 
 @record(frozen=True)
@@ -432,28 +456,39 @@ class MemoryStore:
         store.payload_extra = {
             k: v for k, v in payload.items() if k not in ("config", "entries", "graveyard")
         }
-        seen: set[str] = set()
+        population, graveyard = store._population, store._graveyard
         living: list[MemoryEntry] = []
         opening = 0.0
+        plain = _plain_entries() if type(population) is dict else None
         for where in ("entries", "graveyard"):
             records = payload.get(where, [])
             if not isinstance(records, list):
                 raise StoreFormatError(f"{where!r} must be a list of entry objects")
-            for index, raw in enumerate(records):
+            index = 0
+            while index < len(records):
+                if plain is not None and where == "entries":
+                    # The plain entries from here on, in C, as the lines below make them;
+                    # it stops at any other record, which the lines below read.
+                    index, opening = plain(
+                        records, index, opening, *_PLAIN_SHAPE, population, living
+                    )
+                    if index == len(records):
+                        break
+                raw = records[index]
+                index += 1
                 try:
                     entry = read_entry(raw)
-                    if entry.id in seen:
+                    if entry.id in population or entry.id in graveyard:
                         raise StoreFormatError(
                             f"entry {entry.id!r}: the id appears more than once in the store"
                         )
                 except StoreFormatError as exc:
-                    message = f"{where}[{index}]: {exc}"
+                    message = f"{where}[{index - 1}]: {exc}"
                     if strict:
                         raise StoreFormatError(message) from None
-                    store.load_problems.append(LoadProblem(where, index, str(exc)))
+                    store.load_problems.append(LoadProblem(where, index - 1, str(exc)))
                     store._unreadable[where].append(raw)
                     continue
-                seen.add(entry.id)
                 if where == "entries":
                     store._population[entry.id] = entry
                     living.append(entry)

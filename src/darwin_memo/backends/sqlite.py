@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 from collections.abc import Iterator
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
@@ -22,6 +21,7 @@ from ..events import pack_record, unpack_record
 from ..jsonfile import loads
 from ..migrations import MIGRATIONS, apply_migrations, schema_version
 from . import hold_sqlite, is_live_sqlite, release_sqlite
+from .driver import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

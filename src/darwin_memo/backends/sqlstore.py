@@ -23,7 +23,6 @@ import contextlib
 import json
 import math
 import os
-import sqlite3
 import sys
 from array import array
 from bisect import bisect_left
@@ -48,6 +47,7 @@ from ..types import (
     read_compact,
     read_entry,
 )
+from .driver import sqlite3
 from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
