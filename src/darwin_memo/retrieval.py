@@ -249,8 +249,10 @@ class LexicalRetriever:
                 questions = [entry.question for entry in entries]
                 answers = [entry.answer for entry in entries]
                 ids.extend(new_ids)
-                ordinals.update(zip(new_ids, range(first, first + len(new_ids))))
-                cache.update(zip(new_ids, zip(questions, answers, repeat(None))))
+                ordinals.update(zip(new_ids, range(first, first + len(new_ids)), strict=True))
+                cache.update(
+                    {i: (q, a, None) for i, q, a in zip(new_ids, questions, answers, strict=True)}
+                )
                 df: dict[str, int] = {}
                 post(questions, answers, first, STOPWORDS, tokenize, array, postings, df)
                 self._df = df
