@@ -174,3 +174,101 @@ def test_a_duplicate_id_is_named_as_before() -> None:
         _read(payload, compiled=True)
     lenient = _read(payload, compiled=True, strict=False)
     assert [p.index for p in lenient.load_problems] == [2] and len(lenient) == 2
+
+
+# -- read_document: the file's bytes, plain entries made while decoding ----------------
+
+
+def _load(path: Any, *, compiled: bool, strict: bool = True) -> Any:
+    store_module._DOCUMENT_READER = store_module._UNSET if compiled else None
+    try:
+        return ("ok", _state(MemoryStore.load(path, strict=strict)))
+    except StoreFormatError as exc:
+        return ("error", str(exc))
+    finally:
+        store_module._DOCUMENT_READER = store_module._UNSET
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from([*'ab "\\/\n\t\u00e9\u2014\u5b66\U0001f600\x01', "\ud800"]),
+    max_size=12,
+)
+_NUMBER = st.sampled_from(["1.0", "1", "-0.0", "1e0", "2.5E+1", "0.1", "-3", "1e999", "NaN"])
+_INT = st.sampled_from(["0", "-1", "7", "-0", "12345678901234567890", "1.0", "true"])
+
+
+@st.composite
+def _documents(draw: Any) -> str:
+    """Store files as text: entries written in the plain shape with any of the number
+    spellings JSON allows, strings with escapes and non-ASCII, other shapes, other
+    top-level keys, any indentation, escaped or raw non-ASCII."""
+    entries = []
+    for i in range(draw(st.integers(0, 6))):
+        if draw(st.booleans()):
+            entries.append(_plain(i, draw(st.sampled_from([1.0, 0.25, -1.5]))))
+        else:
+            entries.append(
+                {
+                    "question": draw(_TEXT) or "q",
+                    "answer": draw(_TEXT),
+                    "kind": draw(st.sampled_from(["experience", "explicit", "nope"])),
+                    "sources": [draw(_TEXT)],
+                    "energy": f"@{draw(_NUMBER)}@",
+                    "born_cycle": f"@{draw(_INT)}@",
+                    "recorded_ts": draw(_TEXT),
+                    "last_used_cycle": f"@{draw(_INT)}@",
+                    "uses": f"@{draw(_INT)}@",
+                    "lineage": draw(st.lists(_TEXT, max_size=2)),
+                    "id": draw(st.sampled_from([f"x{i}", "e0001", ""])),
+                }
+            )
+    payload: dict[str, Any] = {"config": {"max_energy": 5.0, "upkeep": 0.05}, "entries": entries}
+    if draw(st.booleans()):
+        payload["graveyard"] = [_plain(90)]
+    if draw(st.booleans()):
+        payload["ledger"] = {"tick_count": 3, "pending": [], "deep": [[[{"a": [1, {}]}]]]}
+    indent = draw(st.sampled_from([None, 0, 1, 2, "\t"]))
+    text = json.dumps(payload, indent=indent, ensure_ascii=draw(st.booleans()))
+    text = text.replace('"@', "").replace('@"', "")  # the numbers as spelled above
+    if draw(st.booleans()):  # a duplicate top-level key: the last one wins
+        text = text[: text.rindex("}")] + ', "entries": []}'
+    return text
+
+
+@settings(max_examples=200, deadline=None)
+@given(_documents(), st.booleans(), st.integers(0, 3), st.integers(0, 10_000))
+def test_read_document_loads_what_json_loads_loads(
+    text: str, strict: bool, damage: int, where: int
+) -> None:
+    import tempfile
+    from pathlib import Path
+
+    raw = text.encode("utf-8", "surrogatepass")
+    if damage and raw:  # a cut, a stray byte or a lost byte somewhere
+        at = where % len(raw)
+        raw = [raw[:at], raw[:at] + b"}" + raw[at:], raw[:at] + raw[at + 1 :]][damage - 1]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "store.json"
+        path.write_bytes(raw)
+        compiled, python = (
+            _load(path, compiled=True, strict=strict),
+            _load(path, compiled=False, strict=strict),
+        )
+    assert compiled == python
+
+
+def test_read_document_makes_the_plain_entries_itself(tmp_path: Any) -> None:
+    path = tmp_path / "store.json"
+    path.write_text(
+        json.dumps({"entries": [_plain(1), {"question": "q", "answer": "a", "id": "z"}]}),
+        encoding="utf-8",
+    )
+    reader = store_module._document_reader()
+    assert reader is not None
+    made = reader(path.read_bytes(), _WRITTEN_KEYS, store_module._KINDS, MemoryEntry, json.loads)
+    first, second = made["entries"]
+    assert type(first) is MemoryEntry and first == MemoryEntry.from_dict(_plain(1))
+    assert second == {"question": "q", "answer": "a", "id": "z"}  # json.loads's, as it is
+    assert reader(b"[1, 2]", _WRITTEN_KEYS, store_module._KINDS, MemoryEntry, json.loads) is None
+    store = MemoryStore.load(path)
+    assert [e.id for e in store.alive()] == ["e0001", "z"]

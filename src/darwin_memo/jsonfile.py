@@ -20,7 +20,7 @@ import stat
 import sys
 import time
 from _thread import allocate_lock
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 
@@ -164,11 +164,18 @@ _saved_limit = 0
 
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that fails cleanly (RecursionError) on any nesting depth."""
-    global _decoding, _saved_limit
     if len(text) < DECODE_RECURSION_LIMIT:
         # Too short to nest deeper than the limit (a level takes a character at least):
         # decoded as is, without the lock (most store rows and journal lines).
         return json.loads(text)
+    with decoding_depth():
+        return json.loads(text)
+
+
+@contextlib.contextmanager
+def decoding_depth() -> Iterator[None]:
+    """Hold the recursion limit at ``DECODE_RECURSION_LIMIT`` (at most) while decoding."""
+    global _decoding, _saved_limit
     with _decoding_lock:
         if _decoding == 0:
             _saved_limit = sys.getrecursionlimit()
@@ -178,7 +185,7 @@ def loads(text: str | bytes) -> Any:
                     sys.setrecursionlimit(DECODE_RECURSION_LIMIT)
         _decoding += 1
     try:
-        return json.loads(text)
+        yield
     finally:
         with _decoding_lock:
             _decoding -= 1
@@ -186,8 +193,14 @@ def loads(text: str | bytes) -> Any:
                 sys.setrecursionlimit(_saved_limit)
 
 
-def read_json(path: str | Path) -> Any:
-    """Decode a JSON file, with one-line errors that name the file."""
+def read_json(path: str | Path, document: Callable[[bytes], Any] | None = None) -> Any:
+    """Decode a JSON file, with one-line errors that name the file.
+
+    ``document``, where given, is tried first on the file's bytes (valid UTF-8 by
+    then), under the same recursion limit as ``loads``: what it returns is the result,
+    unless it is None, and then (as on any ValueError or RecursionError it raises) the
+    text is decoded with ``loads``, whose errors are the ones reported.
+    """
     p = os.fspath(path)  # not pathlib: a one-shot reader need not import it
     try:
         with open(p, "rb") as fh:
@@ -200,12 +213,24 @@ def read_json(path: str | Path) -> Any:
         raise StoreFormatError(f"{p}: permission denied reading the store") from None
     if not raw or raw.isspace():  # (not a strip: that copies the whole file)
         raise StoreFormatError(f"{p} is not a valid darwin-memo store: the file is empty")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StoreFormatError(
-            f"{p} is not a valid darwin-memo store: not UTF-8 text (byte {exc.start})"
-        ) from None
+    text = None  # an ASCII file is UTF-8 already: decoded only where needed
+    if not raw.isascii():
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StoreFormatError(
+                f"{p} is not a valid darwin-memo store: not UTF-8 text (byte {exc.start})"
+            ) from None
+    if document is not None:
+        try:
+            with decoding_depth():
+                made = document(raw)
+        except (ValueError, RecursionError):
+            made = None
+        if made is not None:
+            return made
+    if text is None:
+        text = raw.decode("ascii")
     try:
         # Infinity/NaN are accepted on read (old files may hold them) and refused per entry.
         return loads(text)

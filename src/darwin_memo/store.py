@@ -15,6 +15,7 @@ is ever written.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 
@@ -58,6 +59,23 @@ MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
 _PLAIN_SHAPE = (_WRITTEN_KEYS, _WRITTEN_TYPES, _KINDS, MemoryEntry)
 _UNSET: Any = object()
 _PLAIN_READER: Any = _UNSET
+_DOCUMENT_READER: Any = _UNSET
+
+
+def _document_reader() -> Any:
+    """``darwin_memo._cload.read_document``, or None (not built, or not wanted)."""
+    global _DOCUMENT_READER
+    if _DOCUMENT_READER is _UNSET:
+        module = native.compiled("_cload")
+        _DOCUMENT_READER = None if module is None else module.read_document
+    return _DOCUMENT_READER
+
+
+def _read_document(raw: bytes) -> Any:
+    """A store file's document with its plain entries made on the way (``load``), or None
+    where ``read_document`` does not take its layout (``read_json`` then decodes it
+    whole). Every other value is ``json.loads``'s, as the whole decode would make it."""
+    return _document_reader()(raw, _WRITTEN_KEYS, _KINDS, MemoryEntry, json.loads)
 
 
 def _plain_entries() -> Any:
@@ -429,6 +447,14 @@ class MemoryStore:
         listed in ``store.load_problems`` and kept verbatim so ``save`` writes them
         back: nothing is ever dropped.
         """
+        return cls._from_payload(payload, retriever, strict=strict, made=False)
+
+    @classmethod
+    def _from_payload(
+        cls, payload: Any, retriever: Retriever | None, *, strict: bool, made: bool
+    ) -> MemoryStore:
+        """``from_payload``; with ``made``, ``payload["entries"]`` may hold entries that
+        ``_cload.read_document`` made already (``load``), taken as they are."""
         if not isinstance(payload, dict):
             raise StoreFormatError(f"a store must be a JSON object, got {type(payload).__name__}")
         if "entries" not in payload:
@@ -470,12 +496,14 @@ class MemoryStore:
                     # The plain entries from here on, in C, as the lines below make them;
                     # it stops at any other record, which the lines below read.
                     index, opening = plain(
-                        records, index, opening, *_PLAIN_SHAPE, population, living
+                        records, index, opening, *_PLAIN_SHAPE, population, living, made
                     )
                     if index == len(records):
                         break
                 raw = records[index]
                 index += 1
+                if made and type(raw) is MemoryEntry:
+                    raw = raw.to_dict()  # (the C run stopped at it: its id is known)
                 try:
                     entry = read_entry(raw)
                     if entry.id in population or entry.id in graveyard:
@@ -516,9 +544,12 @@ class MemoryStore:
     ) -> MemoryStore:
         """Read a store file. Raises ``StoreNotFound`` or ``StoreFormatError`` (a ValueError)."""
         with collector.paused():  # a few small containers per entry, and its index
-            payload = jsonfile.read_json(path)
+            document = _read_document if _document_reader() is not None else None
+            payload = jsonfile.read_json(path, document)
             try:
-                store = cls.from_payload(payload, retriever, strict=strict)
+                store = cls._from_payload(
+                    payload, retriever, strict=strict, made=document is not None
+                )
             except StoreFormatError as exc:
                 raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None
             # The decoded document goes before the collector is back: its next
