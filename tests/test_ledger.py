@@ -613,3 +613,54 @@ def test_a_dying_entry_under_many_open_tickets_reads_one_of_them(tmp_path: Path)
         ledger.settle(ticket.id, -5.0, "restore cost")
     assert ledger.store.get(poison.id) is None  # the last verdict in: executed
     assert ledger.verify() == []
+
+
+def test_settlement_notes_kept_in_parts_read_as_the_durable_ones(tmp_path: Path) -> None:
+    """An in-memory ledger keeps a settlement's notes as their parts until they are read;
+    read (history, save, copy), they are the objects a durable ledger writes, field for
+    field, for gains and losses, with and without a detail."""
+    entries = [
+        MemoryEntry(f"how do I fix build {i}?", f"clear cache {i}", id=f"e{i}") for i in range(4)
+    ]
+    memory = Ledger(MemoryStore())
+    durable = Ledger.open(tmp_path / "d.db")
+    for ledger in (memory, durable):
+        for e in entries:
+            ledger.store.add(MemoryEntry.from_dict(e.to_dict()))
+    deltas = [3.0, -0.25, 0.5, 1e-7, -2.0, 12.0] * 8  # under the cap of kept notes
+    for i, delta in enumerate(deltas):
+        query = f"how do I fix build {i % 4}?"
+        detail = "" if i % 3 else f"run {i}"
+        for ledger in (memory, durable):
+            ticket = ledger.decide(query)
+            assert ticket.deciding_entry is not None
+            assert ledger.settle(ticket.id, delta, detail)
+
+    def settle_notes(ledger: Ledger, entry_id: str) -> list[dict[str, object]]:
+        notes = ledger.history(entry_id)
+        assert all(type(n) is dict for n in notes)
+        return [
+            {k: v for k, v in n.items() if k not in ("ts", "ticket")}
+            for n in notes
+            if n.get("event") == "settle"
+        ]
+
+    texts = []
+    for e in entries:
+        kept = settle_notes(memory, e.id)
+        assert kept and kept == settle_notes(durable, e.id)
+        texts += [str(n["text"]) for n in kept]
+    assert any(t.endswith("(measured delta -0.25)") for t in texts)  # a loss, no detail
+    assert any(t.endswith("(measured delta +3, run 0)") for t in texts)  # a gain, a detail
+    # Saved and read back, and copied to SQLite, the notes are the same objects.
+    memory.save(tmp_path / "m.json")
+    again = Ledger.load(tmp_path / "m.json")
+    copy_store(tmp_path / "m.json", tmp_path / "c.db")
+    copied = Ledger.open(tmp_path / "c.db")
+    for e in entries:
+        assert again.history(e.id) == memory.history(e.id)
+        assert copied.history(e.id) == memory.history(e.id)
+    saved = json.loads((tmp_path / "m.json").read_text())["ledger"]["history"]
+    assert saved == {k: memory.history(k) for k in saved}
+    durable.close()
+    copied.close()

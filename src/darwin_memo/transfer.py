@@ -38,7 +38,7 @@ def _notes(ledger: Ledger) -> dict[str, list[Any]]:
 
         assert isinstance(backend, SqliteBackend)
         return backend.all_history()
-    return {k: list(v) for k, v in ledger._history.items()}
+    return ledger._kept_history()
 
 
 def _same_store(src: str | Path, dest: str | Path) -> bool:
