@@ -174,6 +174,23 @@ skip_ws(const doc *d, Py_ssize_t i)
     return i;
 }
 
+/* After a container's item: past a comma (1, *k at the next item) or past the closing
+ * ``close`` (0, *k after it); -1 where neither follows. */
+static int
+after_item(const doc *d, Py_ssize_t *k, unsigned char close)
+{
+    Py_ssize_t j = skip_ws(d, *k);
+    if (j < d->n && d->s[j] == ',') {
+        *k = skip_ws(d, j + 1);
+        return 1;
+    }
+    if (j < d->n && d->s[j] == close) {
+        *k = j + 1;
+        return 0;
+    }
+    return -1;
+}
+
 /* The end of the JSON value at i (not checked: ``loads`` checks it), or -1. */
 static Py_ssize_t
 skip_value(const doc *d, Py_ssize_t i)
@@ -264,6 +281,17 @@ span_str(const doc *d, Py_ssize_t start, Py_ssize_t len, PyObject **slot)
     return out;
 }
 
+/* The end of the run of digits at k, or -1 where none is there. */
+static Py_ssize_t
+digit_run(const doc *d, Py_ssize_t k)
+{
+    if (k >= d->n || d->s[k] < '0' || d->s[k] > '9')
+        return -1;
+    while (k < d->n && d->s[k] >= '0' && d->s[k] <= '9')
+        k++;
+    return k;
+}
+
 /* A number at *i: 1 = an int (in *lv, up to 18 digits), 2 = a float (in *dv), 0 = not
  * one this takes. */
 static int
@@ -284,21 +312,16 @@ plain_number(const doc *d, Py_ssize_t *i, long long *lv, double *dv)
         return 0;
     Py_ssize_t int_end = k;
     if (k < n && s[k] == '.') {
-        k++;
-        if (k >= n || s[k] < '0' || s[k] > '9')
+        if ((k = digit_run(d, k + 1)) < 0)
             return 0;
-        while (k < n && s[k] >= '0' && s[k] <= '9')
-            k++;
         is_float = 1;
     }
     if (k < n && (s[k] == 'e' || s[k] == 'E')) {
         k++;
         if (k < n && (s[k] == '+' || s[k] == '-'))
             k++;
-        if (k >= n || s[k] < '0' || s[k] > '9')
+        if ((k = digit_run(d, k)) < 0)
             return 0;
-        while (k < n && s[k] >= '0' && s[k] <= '9')
-            k++;
         is_float = 1;
     }
     if (!is_float) {
@@ -355,16 +378,14 @@ plain_strings(const doc *d, Py_ssize_t *i, PyObject **slot)
             return NULL;
         }
         Py_DECREF(item);
-        k = skip_ws(d, end);
-        if (k < d->n && d->s[k] == ',') {
-            k = skip_ws(d, k + 1);
-            continue;
-        }
-        if (k < d->n && d->s[k] == ']') {
-            *i = k + 1;
+        k = end;
+        int more = after_item(d, &k, ']');
+        if (more < 0)
+            goto no;
+        if (more == 0) {
+            *i = k;
             return out;
         }
-        goto no;
     }
 no:
     Py_DECREF(out);
@@ -467,17 +488,15 @@ read_entries_array(const doc *d, Py_ssize_t *i, makers *m, PyObject *loads)
         Py_DECREF(item);
         if (failed)
             goto fail;
-        k = skip_ws(d, k);
-        if (k < d->n && d->s[k] == ',') {
-            k = skip_ws(d, k + 1);
-            continue;
-        }
-        if (k < d->n && d->s[k] == ']') {
-            *i = k + 1;
+        int more = after_item(d, &k, ']');
+        if (more == 0) {
+            *i = k;
             return out;
         }
-        PyErr_SetString(PyExc_ValueError, "the entries array is not well formed");
-        goto fail;
+        if (more < 0) {
+            PyErr_SetString(PyExc_ValueError, "the entries array is not well formed");
+            goto fail;
+        }
     }
 fail:
     Py_DECREF(out);
@@ -532,16 +551,11 @@ read_document(PyObject *self, PyObject *args)
             Py_XDECREF(value);
             if (failed)
                 goto fail;
-            k = skip_ws(&d, k);
-            if (k < d.n && d.s[k] == ',') {
-                k = skip_ws(&d, k + 1);
-                continue;
-            }
-            if (k < d.n && d.s[k] == '}') {
-                k++;
+            int more = after_item(&d, &k, '}');
+            if (more < 0)
+                goto unexpected;
+            if (more == 0)
                 break;
-            }
-            goto unexpected;
         }
     }
     if (skip_ws(&d, k) != d.n)
