@@ -272,3 +272,21 @@ def test_read_document_makes_the_plain_entries_itself(tmp_path: Any) -> None:
     assert reader(b"[1, 2]", _WRITTEN_KEYS, store_module._KINDS, MemoryEntry, json.loads) is None
     store = MemoryStore.load(path)
     assert [e.id for e in store.alive()] == ["e0001", "z"]
+
+
+def test_a_subclass_with_its_own_from_payload_is_given_the_document(tmp_path: Any) -> None:
+    """``load`` reads entries in C only for ``MemoryStore``'s own ``from_payload``; a
+    subclass that overrides it still gets the decoded document, dicts and all."""
+    seen: list[Any] = []
+
+    class Noted(MemoryStore):
+        @classmethod
+        def from_payload(cls, payload: Any, retriever: Any = None, *, strict: bool = True) -> Any:
+            seen.extend(payload["entries"])
+            return super().from_payload(payload, retriever, strict=strict)
+
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps({"entries": [_plain(1), _plain(2)]}), encoding="utf-8")
+    store = Noted.load(path)
+    assert type(store) is Noted and len(store) == 2
+    assert seen == [_plain(1), _plain(2)]  # the dicts json.loads makes

@@ -544,12 +544,18 @@ class MemoryStore:
     ) -> MemoryStore:
         """Read a store file. Raises ``StoreNotFound`` or ``StoreFormatError`` (a ValueError)."""
         with collector.paused():  # a few small containers per entry, and its index
-            document = _read_document if _document_reader() is not None else None
+            # A subclass with a from_payload of its own is given the decoded document.
+            own = cls.from_payload.__func__  # type: ignore[attr-defined]
+            ours = own is MemoryStore.from_payload.__func__  # type: ignore[attr-defined]
+            document = _read_document if ours and _document_reader() is not None else None
             payload = jsonfile.read_json(path, document)
             try:
-                store = cls._from_payload(
-                    payload, retriever, strict=strict, made=document is not None
-                )
+                if ours:
+                    store = cls._from_payload(
+                        payload, retriever, strict=strict, made=document is not None
+                    )
+                else:
+                    store = cls.from_payload(payload, retriever, strict=strict)
             except StoreFormatError as exc:
                 raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None
             # The decoded document goes before the collector is back: its next
