@@ -664,3 +664,41 @@ def test_settlement_notes_kept_in_parts_read_as_the_durable_ones(tmp_path: Path)
     assert saved == {k: memory.history(k) for k in saved}
     durable.close()
     copied.close()
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_an_operation_on_another_thread_waits_for_the_running_one(
+    tmp_path: Path, durable: bool
+) -> None:
+    """A second thread's operation waits for the lock; it is not taken for a nested part
+    of the first thread's operation (which would run it unlocked, inside the other)."""
+    import threading
+
+    ledger = Ledger.open(tmp_path / "s.db") if durable else Ledger(MemoryStore())
+    inside, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        with ledger._op():
+            inside.set()
+            release.wait(10)
+            order.append("first")
+
+    def second() -> None:
+        ledger.add("how do I restart the api?", "systemctl restart api")
+        order.append("second")
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert inside.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(0.5)
+    assert b.is_alive()  # waiting for the first operation to end
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert order == ["first", "second"]
+    assert [e.question for e in ledger.store.alive()] == ["how do I restart the api?"]
+    if durable:
+        ledger.close()

@@ -25,7 +25,7 @@ import functools
 import itertools
 import math
 import os
-from _thread import RLock
+from _thread import RLock, get_ident
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -242,6 +242,7 @@ class _JournalOp:
         try:
             changes = Changes(relaxed=self.relaxed)
             ledger._changes = changes
+            ledger._changes_thread = get_ident()
             ledger._begin_journal(changes)
         except BaseException:
             self._end()
@@ -260,6 +261,7 @@ class _JournalOp:
     def _end(self) -> None:
         ledger = self.ledger
         ledger._changes = None
+        ledger._changes_thread = None
         ledger.store.dirty.clear()
         ledger._lock.release()
 
@@ -305,6 +307,7 @@ class Ledger:
         )
         self.backend: Backend | None = None
         self._changes: Changes | None = None
+        self._changes_thread: int | None = None  # the thread whose operation it is
         self._lock = RLock()
         #: Set when an operation failed mid-way: the next one reloads the view.
         self._stale = False
@@ -457,8 +460,9 @@ class Ledger:
 
     def _op(self, *, relaxed: bool = False) -> contextlib.AbstractContextManager[Changes]:
         """One operation = one transaction (durable) or one journal append (in memory)."""
-        if self._changes is not None:  # nested: part of the enclosing operation
-            return contextlib.nullcontext(self._changes)
+        changes = self._changes
+        if changes is not None and self._changes_thread == get_ident():
+            return contextlib.nullcontext(changes)  # nested: part of the enclosing operation
         if self.backend is None:
             return _JournalOp(self, relaxed)
         return self._transaction(relaxed)
@@ -470,6 +474,7 @@ class Ledger:
         with self._lock:
             changes = Changes(relaxed=relaxed)
             self._changes = changes
+            self._changes_thread = get_ident()
             try:
                 with self.backend.transaction(self, changes):
                     self.store.dirty.clear()
@@ -482,7 +487,13 @@ class Ledger:
                 self._pending_closed.clear()
             finally:
                 self._changes = None
+                self._changes_thread = None
                 self.store.dirty.clear()
+
+    def _in_op(self) -> bool:
+        """Whether this thread is inside an operation (another thread's operation is
+        waited for on the lock, not joined)."""
+        return self._changes is not None and self._changes_thread == get_ident()
 
     def refresh(self) -> None:
         """See what other processes wrote to a durable store (reads do this themselves)."""
@@ -490,7 +501,7 @@ class Ledger:
 
     def _refresh(self) -> None:
         """Bring a durable ledger's view up to date before a read."""
-        if self.backend is not None and self._changes is None:
+        if self.backend is not None and not self._in_op():
             with self._lock:
                 self.backend.refresh(self)
 
