@@ -30,17 +30,19 @@ from darwin_memo.types import _WRITTEN_KEYS, MemoryEntry
 @pytest.fixture(autouse=True)
 def _compiled_reader() -> Iterator[None]:
     compiled_or_skip("_cload")
-    store_module._PLAIN_READER = store_module._UNSET
+    store_module._COMPILED.clear()
     yield
-    store_module._PLAIN_READER = store_module._UNSET
+    store_module._COMPILED.clear()
 
 
 def _read(payload: Any, *, compiled: bool, strict: bool = True) -> MemoryStore:
-    store_module._PLAIN_READER = store_module._UNSET if compiled else None
+    store_module._COMPILED.clear()
+    if not compiled:
+        store_module._COMPILED["plain_entries"] = None
     try:
         return MemoryStore.from_payload(copy.deepcopy(payload), strict=strict)
     finally:
-        store_module._PLAIN_READER = store_module._UNSET
+        store_module._COMPILED.clear()
 
 
 def _state(store: MemoryStore) -> Any:
@@ -63,7 +65,7 @@ def _plain(i: int, energy: float = 1.0) -> dict[str, Any]:
 
 def test_a_plain_entry_is_the_shape_the_reader_takes() -> None:
     assert tuple(_plain(1)) == _WRITTEN_KEYS
-    reader = store_module._plain_entries()
+    reader = store_module._compiled("plain_entries")
     assert reader is not None
     population: dict[str, Any] = {}
     living: list[Any] = []
@@ -180,13 +182,15 @@ def test_a_duplicate_id_is_named_as_before() -> None:
 
 
 def _load(path: Any, *, compiled: bool, strict: bool = True) -> Any:
-    store_module._DOCUMENT_READER = store_module._UNSET if compiled else None
+    store_module._COMPILED.clear()
+    if not compiled:
+        store_module._COMPILED["read_document"] = None
     try:
         return ("ok", _state(MemoryStore.load(path, strict=strict)))
     except StoreFormatError as exc:
         return ("error", str(exc))
     finally:
-        store_module._DOCUMENT_READER = store_module._UNSET
+        store_module._COMPILED.clear()
 
 
 _TEXT = st.text(
@@ -263,7 +267,7 @@ def test_read_document_makes_the_plain_entries_itself(tmp_path: Any) -> None:
         json.dumps({"entries": [_plain(1), {"question": "q", "answer": "a", "id": "z"}]}),
         encoding="utf-8",
     )
-    reader = store_module._document_reader()
+    reader = store_module._compiled("read_document")
     assert reader is not None
     made = reader(path.read_bytes(), _WRITTEN_KEYS, store_module._KINDS, MemoryEntry, json.loads)
     first, second = made["entries"]

@@ -57,35 +57,24 @@ MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
 #: What ``_cload.plain_entries`` checks a record against: ``read_entry``'s plain shape
 #: (keys in order, their types, the kinds by name) and the class it makes.
 _PLAIN_SHAPE = (_WRITTEN_KEYS, _WRITTEN_TYPES, _KINDS, MemoryEntry)
-_UNSET: Any = object()
-_PLAIN_READER: Any = _UNSET
-_DOCUMENT_READER: Any = _UNSET
+#: ``darwin_memo._cload``'s functions by name once looked up: None where it is not
+#: built or not wanted (then ``read_entry`` makes every entry, with the same result).
+_COMPILED: dict[str, Any] = {}
 
 
-def _document_reader() -> Any:
-    """``darwin_memo._cload.read_document``, or None (not built, or not wanted)."""
-    global _DOCUMENT_READER
-    if _DOCUMENT_READER is _UNSET:
+def _compiled(name: str) -> Any:
+    """``darwin_memo._cload.<name>`` (``read_document``, ``plain_entries``), or None."""
+    if name not in _COMPILED:
         module = native.compiled("_cload")
-        _DOCUMENT_READER = None if module is None else module.read_document
-    return _DOCUMENT_READER
+        _COMPILED[name] = None if module is None else getattr(module, name)
+    return _COMPILED[name]
 
 
 def _read_document(raw: bytes) -> Any:
     """A store file's document with its plain entries made on the way (``load``), or None
     where ``read_document`` does not take its layout (``read_json`` then decodes it
     whole). Every other value is ``json.loads``'s, as the whole decode would make it."""
-    return _document_reader()(raw, _WRITTEN_KEYS, _KINDS, MemoryEntry, json.loads)
-
-
-def _plain_entries() -> Any:
-    """``darwin_memo._cload.plain_entries``, or None (not built, or not wanted): then
-    every record goes through ``read_entry``, with the same entries as the result."""
-    global _PLAIN_READER
-    if _PLAIN_READER is _UNSET:
-        module = native.compiled("_cload")
-        _PLAIN_READER = None if module is None else module.plain_entries
-    return _PLAIN_READER
+    return _compiled("read_document")(raw, _WRITTEN_KEYS, _KINDS, MemoryEntry, json.loads)
 
 
 @record(frozen=True)
@@ -485,7 +474,7 @@ class MemoryStore:
         population, graveyard = store._population, store._graveyard
         living: list[MemoryEntry] = []
         opening = 0.0
-        plain = _plain_entries() if type(population) is dict else None
+        plain = _compiled("plain_entries") if type(population) is dict else None
         for where in ("entries", "graveyard"):
             records = payload.get(where, [])
             if not isinstance(records, list):
@@ -547,7 +536,8 @@ class MemoryStore:
             # A subclass with a from_payload of its own is given the decoded document.
             own = cls.from_payload.__func__  # type: ignore[attr-defined]
             ours = own is MemoryStore.from_payload.__func__  # type: ignore[attr-defined]
-            document = _read_document if ours and _document_reader() is not None else None
+            reader = ours and _compiled("read_document") is not None
+            document = _read_document if reader else None
             payload = jsonfile.read_json(path, document)
             try:
                 if ours:
