@@ -5,7 +5,8 @@ protocol, the CLI in a subprocess) start one of these. It answers OpenAI chat
 completions (``POST /v1/chat/completions``; ``server.url`` is that API root),
 Ollama (``GET /api/tags``, ``POST /api/chat``; ``server.root``) and Anthropic
 Messages (``POST /v1/messages``; ``server.root``). ``respond(prompt, system)``
-returns the reply text, or an ``(status, body)`` pair for an HTTP error.
+returns the reply text, or an ``(status, body)`` pair for an HTTP error. Given
+``embed(text) -> vector``, it also answers Ollama embeddings (``POST /api/embed``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any
 __all__ = ["ChatServer", "chat_server"]
 
 Respond = Callable[[str, str], "str | tuple[int, Any]"]
+Embed = Callable[[str], "list[float]"]
 
 
 class ChatServer:
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, embed: Embed | None = None) -> None:
         self.respond = respond
+        self.embed = embed
         self.prompts: list[str] = []
         self.paths: list[str] = []
         self.bodies: list[Any] = []
@@ -44,6 +47,14 @@ class ChatServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == "/api/embed" and server.embed is not None:
+                    with server.lock:
+                        server.paths.append(self.path)
+                        server.bodies.append(body)
+                    texts = body.get("input")
+                    texts = [texts] if isinstance(texts, str) else list(texts or [])
+                    self._send(200, {"embeddings": [server.embed(t) for t in texts]})
+                    return
                 if self.path not in ("/v1/chat/completions", "/api/chat", "/v1/messages"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -120,8 +131,8 @@ class ChatServer:
 
 
 @contextmanager
-def chat_server(respond: Respond) -> Iterator[ChatServer]:
-    server = ChatServer(respond).start()
+def chat_server(respond: Respond, embed: Embed | None = None) -> Iterator[ChatServer]:
+    server = ChatServer(respond, embed).start()
     try:
         yield server
     finally:

@@ -18,6 +18,7 @@ _LAZY = {
     "Books": "economy",
     "CONFLICT_HEADER": "temporal",
     "CycleStats": "types",
+    "DEFAULT_BASE_RPC": "evm",
     "DEFAULT_MERGE_THRESHOLD": "consolidate",
     "DarwinMemoError": "errors",
     "Document": "encode",
@@ -27,7 +28,11 @@ _LAZY = {
     "EntryKind": "types",
     "EntryNotFound": "errors",
     "Environment": "environments",
+    "EvmRpc": "evm",
+    "EvmRpcError": "evm",
+    "EvmSettler": "evm",
     "HashingEmbedder": "retrieval",
+    "Ledger": "ledger",
     "LexicalRetriever": "retrieval",
     "LocalEncoder": "encode",
     "MemoryEntry": "types",
@@ -39,6 +44,7 @@ _LAZY = {
     "ProtocolAnswer": "protocol",
     "QueryProtocol": "protocol",
     "RENT_TIERS": "environments",
+    "ReflectionEncoder": "reflection",
     "RentedStorageEnv": "environments",
     "RentedTestSuiteEnv": "testsuite_env",
     "Retriever": "retrieval",
@@ -52,6 +58,7 @@ _LAZY = {
     "SurvivalReport": "survival",
     "Task": "types",
     "TestSuiteEnv": "testsuite_env",
+    "Ticket": "ledger",
     "Trajectory": "types",
     "VerifiableQAEnv": "environments",
     "advance_lifecycle": "survival",
@@ -90,8 +97,11 @@ if TYPE_CHECKING:
         StoreLockedError,
         StoreNotFound,
     )
+    from .evm import DEFAULT_BASE_RPC, EvmRpc, EvmRpcError, EvmSettler
+    from .ledger import Ledger, Ticket
     from .llm import OllamaClient, OllamaEmbedder, OllamaError, ollama_available
     from .protocol import ProtocolAnswer, QueryProtocol
+    from .reflection import ReflectionEncoder
     from .retrieval import (
         EMBEDDING_MERGE_THRESHOLD,
         EmbeddingFn,
@@ -140,6 +150,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CONFLICT_HEADER",
+    "DEFAULT_BASE_RPC",
     "DEFAULT_MERGE_THRESHOLD",
     "EMBEDDING_MERGE_THRESHOLD",
     "RENT_TIERS",
@@ -152,7 +163,11 @@ __all__ = [
     "EntryKind",
     "EntryNotFound",
     "Environment",
+    "EvmRpc",
+    "EvmRpcError",
+    "EvmSettler",
     "HashingEmbedder",
+    "Ledger",
     "LexicalRetriever",
     "LocalEncoder",
     "MemoryEntry",
@@ -163,6 +178,7 @@ __all__ = [
     "Outcome",
     "ProtocolAnswer",
     "QueryProtocol",
+    "ReflectionEncoder",
     "RentedStorageEnv",
     "RentedTestSuiteEnv",
     "Retriever",
@@ -176,6 +192,7 @@ __all__ = [
     "SurvivalReport",
     "Task",
     "TestSuiteEnv",
+    "Ticket",
     "Trajectory",
     "VerifiableQAEnv",
     "__version__",

@@ -1,3 +1,13 @@
-from .cli import run
+"""``python -m darwin_memo``: the ``darwin-memo`` command.
 
-run()
+Importing this module runs nothing; ``main`` (``argv`` in, exit code out) is here for
+callers that want it. Run as a program, it goes through ``run``, which exits with
+``main``'s code (and ends a ``ledger`` operation without the interpreter's teardown).
+"""
+
+from .cli import main, run
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    run()
