@@ -163,7 +163,7 @@ def test_diff_buckets_every_transition(junit: dict[str, Path]) -> None:
     assert moves.removed_passing == [f"{SUITE}::test_removed_passing"]
     assert moves.removed_failing == [f"{SUITE}::test_removed_failing"]
     # 2 fixed + 1 added passing - 1 broken - 1 removed passing; the skip moves nothing.
-    assert moves.delta == 1.0
+    assert moves.delta() == 1.0
 
 
 def test_duplicate_ids_merge_failure_over_pass_over_skip(tmp_path: Path) -> None:

@@ -333,6 +333,8 @@ def test_block_at_and_measure(tester: EthereumTester, rpc: EvmRpc) -> None:
     assert settler.measure(genesis, stamps[3]) == 3.0 * ETH
     assert settler.measure(genesis, stamps[4]) == 8.0 * ETH
     assert settler.measure(stamps[4], stamps[4] + 5) == 0.0
+    # The published keyword names.
+    assert settler.measure(start_ts=genesis, end_ts=stamps[4]) == 8.0 * ETH
 
 
 # -- ERC-20 -------------------------------------------------------------------------------

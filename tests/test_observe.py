@@ -23,6 +23,7 @@ from darwin_memo.observe import (
     economics,
     entry_life,
     filter_events,
+    ledger_events,
     read_events,
     timeline,
     top,
@@ -184,7 +185,7 @@ def test_top_shows_pins_and_probation(ledger: Ledger) -> None:
     rows = {r["id"]: r for r in top(ledger)["entries"]}
     assert rows[mine.id]["pinned"] is True and rows[mine.id]["ticks_to_starvation"] is None
     assert rows[imported.id]["probation"] == 3 and rows[imported.id]["kind"] == "explicit"
-    assert top_row(ledger, imported) == rows[imported.id]
+    assert top_row(imported, ledger.tick_count, ledger.store) == rows[imported.id]
 
 
 def test_top_of_an_empty_store(ledger: Ledger) -> None:
@@ -256,7 +257,7 @@ def test_why_merged_member_names_its_heir(ledger: Ledger) -> None:
     assert heir_life is not None and heir_life["status"] == "living"
     assert heir_life["kind"] == "consolidated" and heir_life["birth"]["source"] == "merge"
     assert heir_life["birth"]["tick"] == 5
-    audit = audit_digest(read_events(ledger))
+    audit = audit_digest(ledger_events(ledger))
     assert audit["merges"] == 1
 
 
@@ -309,11 +310,23 @@ def test_filter_events_since_then_last() -> None:
     assert filter_events(events, since="2027") == []
 
 
-def test_read_events_is_the_journal(ledger: Ledger) -> None:
+def test_ledger_events_is_the_journal(ledger: Ledger, store_path: Path) -> None:
     add(ledger, "postgres")
     ledger.tick()
-    kinds = [e["event"] for e in read_events(ledger)]
+    kinds = [e["event"] for e in ledger_events(ledger)]
     assert kinds == ["add", "tick"]
+    if store_path.suffix == ".json":  # the journal is a file: read_events reads it by path
+        log = store_path.with_name(store_path.stem + ".events.jsonl")
+        assert read_events(log) == ledger_events(ledger)
+
+
+def test_read_events_reads_rotations_oldest_first_and_skips_junk(tmp_path: Path) -> None:
+    log = tmp_path / "m.events.jsonl"
+    (tmp_path / "m.events.jsonl.2").write_text('{"event": "add", "n": 1}\n')
+    (tmp_path / "m.events.jsonl.1").write_text('{"event": "tick", "n": 2}\nnot json\n[1]\n')
+    log.write_text('{"event": "settle", "n": 3}\n')
+    assert [e["n"] for e in read_events(log)] == [1, 2, 3]
+    assert read_events(str(tmp_path / "missing.events.jsonl")) == []
 
 
 def test_audit_digest_counts_and_energy(ledger: Ledger) -> None:
@@ -334,8 +347,8 @@ def test_audit_digest_counts_and_energy(ledger: Ledger) -> None:
     assert ledger.forget(c.id) == "buried"
     ticks(ledger, 2)
 
-    events = read_events(ledger)
-    digest = audit_digest(events, ledger)
+    events = ledger_events(ledger)
+    digest = audit_digest(events, ledger.store)
     assert list(digest) == AUDIT_KEYS
     assert digest["events"] == len(events)
     assert digest["window"]["first_tick"] == 0 and digest["window"]["last_tick"] == 2
@@ -374,7 +387,7 @@ def test_audit_digest_of_a_window(ledger: Ledger) -> None:
     add(ledger, "postgres")
     assert ledger.settle(decided(ledger, "postgres"), 1.0)
     ticks(ledger, 3)
-    events = read_events(ledger)
+    events = ledger_events(ledger)
     digest = audit_digest(filter_events(events, last=2))
     assert digest["events"] == 2 and digest["ticks"] == 2
     assert digest["window"]["first_tick"] == 2 and digest["window"]["last_tick"] == 3
@@ -395,7 +408,7 @@ def test_audit_movers_are_five_each_and_culled_status(ledger: Ledger) -> None:
     doomed = add(ledger, "etcd")
     assert ledger.settle(decided(ledger, "etcd"), -5.0)
     assert ledger.settle(decided(ledger, "etcd"), -5.0)
-    digest = audit_digest(read_events(ledger), ledger)
+    digest = audit_digest(ledger_events(ledger), ledger.store)
     gainers = digest["top_gainers"]
     assert len(gainers) == 5
     assert [g["entry"] for g in gainers] == [entries[w].id for w in reversed(WORDS[2:7])]
@@ -404,7 +417,7 @@ def test_audit_movers_are_five_each_and_culled_status(ledger: Ledger) -> None:
     assert loser["entry"] == doomed.id and loser["status"] == "dead"
     assert loser["net"] == round(2 * 0.6 * math.tanh(-5.0), 6)
     assert digest["culled"]["entries"] == [doomed.id]
-    assert audit_digest(read_events(ledger))["top_losers"] == [loser]
+    assert audit_digest(ledger_events(ledger))["top_losers"] == [loser]
 
 
 def test_audit_counts_untracked_settles_from_older_writers() -> None:
@@ -438,7 +451,7 @@ def test_timeline_rows_and_open_tail(ledger: Ledger) -> None:
     ledger.tick()
     ledger.tick()
     assert ledger.settle(decided(ledger, "postgres"), 1.5)
-    rows = timeline(read_events(ledger))
+    rows = timeline(ledger_events(ledger))
     assert [r["tick"] for r in rows] == [1, 2, 2]
     assert list(rows[0]) == [
         "tick",
@@ -454,7 +467,7 @@ def test_timeline_rows_and_open_tail(ledger: Ledger) -> None:
     assert rows[2]["open"] is True and rows[2]["delta"] == 1.5
     assert rows[2]["population"] is None and rows[2]["total_energy"] is None
     ledger.tick()
-    assert "open" not in timeline(read_events(ledger))[-1]
+    assert "open" not in timeline(ledger_events(ledger))[-1]
 
 
 def test_economics_exact_upkeep(ledger: Ledger) -> None:
@@ -464,8 +477,8 @@ def test_economics_exact_upkeep(ledger: Ledger) -> None:
     assert ledger.settle(decided(ledger, "postgres"), 1.0)
     ledger.decide("nothing about sailing boats here")
     ticks(ledger, 25)  # the pinned entry floors at 0, so upkeep is less than 2 x 25 x 0.05
-    events = read_events(ledger)
-    econ = economics(ledger, events)
+    events = ledger_events(ledger)
+    econ = economics(events, ledger.store)
     assert list(econ) == ["resource", "energy", "population"]
     assert econ["resource"] == {"delta_total": 1.0, "decides": 2, "silent": 1, "settles": 1}
     upkeep = math.fsum(e["upkeep_charged"] for e in events if e["event"] == "tick")
@@ -485,9 +498,9 @@ def test_economics_exact_upkeep(ledger: Ledger) -> None:
 def test_economics_estimates_upkeep_for_old_tick_records(ledger: Ledger) -> None:
     add(ledger, "postgres")
     ticks(ledger, 2)
-    events = read_events(ledger)
+    events = ledger_events(ledger)
     old = [{k: v for k, v in e.items() if k != "upkeep_charged"} for e in events]
-    econ = economics(ledger, old)
+    econ = economics(old, ledger.store)
     assert econ["energy"]["upkeep_exact"] is False
     assert econ["energy"]["upkeep_paid"] == round(2 * 1 * 0.05, 6)
     assert "estimated" in econ["energy"]["upkeep_caveat"]
@@ -503,14 +516,14 @@ def test_doctor_is_clean_on_a_healthy_store(ledger: Ledger) -> None:
         for w in WORDS[:3]:
             assert ledger.settle(decided(ledger, w), 1.0, "measured")
         ledger.tick()
-    assert doctor(ledger, read_events(ledger)) == []
+    assert doctor(ledger, ledger_events(ledger)) == []
 
 
 def test_doctor_silent_majority(ledger: Ledger) -> None:
     add(ledger, "postgres")
     for i in range(MIN_DECIDES):
         assert ledger.decide(f"how do I tune sailboat rigging number {i}").provenance == []
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["silent_majority"]
     f = findings[0]
     assert f.severity == "error" and "10 of 10" in f.summary
@@ -523,7 +536,7 @@ def test_doctor_env_never_paid(ledger: Ledger) -> None:
         add(ledger, w)
     for w in WORDS[:MIN_SETTLES]:
         assert ledger.settle(decided(ledger, w), 0.0, "no outcome read")
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["env_never_paid"]
     assert findings[0].severity == "error"
 
@@ -533,7 +546,7 @@ def test_doctor_env_never_paid_ignores_expiry_settles(ledger: Ledger) -> None:
         add(ledger, w)
         decided(ledger, w)
     ledger.tick(expire_after=0)  # every ticket expires: settles at delta 0, "expired"
-    events = read_events(ledger)
+    events = ledger_events(ledger)
     expiries = [e for e in events if e["event"] == "settle"]
     assert len(expiries) == MIN_SETTLES and all(e.get("expired") for e in expiries)
     assert "env_never_paid" not in codes(doctor(ledger, events))
@@ -545,7 +558,7 @@ def test_doctor_starvation_cliff(ledger: Ledger) -> None:
     ledger.add("Where are nightly backups kept?", "In the cold-storage bucket, for 35 days.")
     ticks(ledger, 20)  # nothing similar enough to merge: all three starve together
     assert len(ledger.store) == 0 and ledger.store.dead_count() == 3
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["starvation_cliff"]
     assert findings[0].severity == "error" and "3 of 3" in findings[0].summary
 
@@ -556,9 +569,9 @@ def test_doctor_ticking_without_evidence(ledger: Ledger) -> None:
     # Balance 1 + 0.457 = 1.457: after T ticks the runway is 29.1 - T, so the quiet
     # spell reaches the runway at T = 15 (and 15 >= MIN_QUIET_TICKS).
     ticks(ledger, 14)
-    assert doctor(ledger, read_events(ledger)) == []
+    assert doctor(ledger, ledger_events(ledger)) == []
     ledger.tick()
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["ticking_without_evidence"]
     assert findings[0].severity == "warn" and "15 ticks" in findings[0].summary
     assert MIN_QUIET_TICKS <= 15
@@ -568,7 +581,7 @@ def test_doctor_ticking_without_evidence_survives_journal_loss(ledger: Ledger) -
     add(ledger, "postgres")
     assert ledger.settle(decided(ledger, "postgres"), 1.0)
     ticks(ledger, 15)
-    tail = filter_events(read_events(ledger), last=3)  # the settle is outside the window
+    tail = filter_events(ledger_events(ledger), last=3)  # the settle is outside the window
     assert codes(doctor(ledger, tail)) == ["ticking_without_evidence"]
 
 
@@ -577,7 +590,7 @@ def test_doctor_tickets_stale(ledger: Ledger) -> None:
     ticket = decided(ledger, "postgres")
     ticks(ledger, STALE_TICKET_TICKS + 1, expire_after=None)
     assert ledger.store.get(e.id) is not None  # escrowed: kept despite a negative balance
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["tickets_stale"]
     assert findings[0].severity == "warn" and ticket in findings[0].evidence
 
@@ -588,12 +601,12 @@ def test_doctor_settles_dropped(ledger: Ledger) -> None:
     assert ledger.settle(ticket, 1.0)
     assert not ledger.settle(ticket, 1.0)
     assert not ledger.settle("feedfacecafe", 1.0)
-    findings = doctor(ledger, read_events(ledger))
+    findings = doctor(ledger, ledger_events(ledger))
     assert codes(findings) == ["settles_dropped"]
     # Dropped settles no more numerous than silent decides are explained by them.
     for i in range(2):
         ledger.decide(f"sailboat rigging question {i}")
-    assert doctor(ledger, read_events(ledger)) == []
+    assert doctor(ledger, ledger_events(ledger)) == []
 
 
 def test_doctor_credit_untracked(ledger: Ledger) -> None:
@@ -601,7 +614,7 @@ def test_doctor_credit_untracked(ledger: Ledger) -> None:
     assert ledger.settle(decided(ledger, "postgres"), 1.0)
     legacy = {"event": "settle", "tick": 0, "ts": "2025-01-01T00:00:00+00:00", "ticket": "t",
               "delta": 1.0, "detail": "from 0.3"}  # fmt: skip
-    findings = doctor(ledger, [legacy, *read_events(ledger)])
+    findings = doctor(ledger, [legacy, *ledger_events(ledger)])
     assert codes(findings) == ["credit_untracked"]
     assert findings[0].severity == "warn"
 

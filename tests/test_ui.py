@@ -37,7 +37,7 @@ from darwin_memo.observe import (
     doctor,
     economics,
     entry_life,
-    read_events,
+    ledger_events,
     timeline,
     top,
 )
@@ -102,7 +102,7 @@ def test_summary_is_ledger_stats_and_economics(scenario: Scenario, server: Any) 
     summary = get_json(server, "/api/summary")
     with Ledger.open(scenario.path, create=False) as ledger:
         assert summary["stats"] == ledger.stats()
-        assert summary["economics"] == economics(ledger, read_events(ledger))
+        assert summary["economics"] == economics(ledger_events(ledger), ledger.store)
         assert summary["tick"] == ledger.tick_count
         assert summary["counts"] == {
             "alive": len(ledger.store),
@@ -120,7 +120,7 @@ def test_series_extends_the_timeline_with_causes_and_economics(
 ) -> None:
     data = get_json(server, "/api/series")
     with Ledger.open(scenario.path, create=False) as ledger:
-        base = timeline(read_events(ledger))
+        base = timeline(ledger_events(ledger))
     rows = data["ticks"]
     assert len(rows) == len(base) == 22
     for row, expected in zip(rows, base, strict=True):
@@ -224,8 +224,8 @@ def test_tickets_doctor_events_and_state(scenario: Scenario, server: Any) -> Non
 
     report = get_json(server, "/api/doctor?wait=10")
     with Ledger.open(scenario.path, create=False) as ledger:
-        expected = [f.as_dict() for f in doctor(ledger, read_events(ledger))]
-        journal = read_events(ledger)
+        expected = [f.as_dict() for f in doctor(ledger, ledger_events(ledger))]
+        journal = ledger_events(ledger)
     assert report["findings"] == expected
     assert [f["code"] for f in expected] == ["settles_dropped"]
     assert report["stale"] is False and report["pending"] is False
@@ -796,7 +796,7 @@ def test_serve_warns_about_remote_access(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ui.DashboardServer, "serve_forever", interrupt)
-    assert ui.serve(scenario.path, port=0, host="0.0.0.0", allow_remote=True) == 0
+    assert ui.serve_until_stopped(scenario.path, port=0, host="0.0.0.0", allow_remote=True) == 0
     err = capsys.readouterr().err
     assert "NO authentication" in err and "0.0.0.0" in err
 
@@ -888,7 +888,7 @@ def test_a_postgres_url_never_shows_its_password(
             report = get_json(srv, "/api/doctor?wait=10")
     assert report["error"] is None and report["stale"] is False
     with Ledger.open(url, create=False) as ledger:
-        assert report["findings"] == [f.as_dict() for f in doctor(ledger, read_events(ledger))]
+        assert report["findings"] == [f.as_dict() for f in doctor(ledger, ledger_events(ledger))]
     assert started and not any(secret in " ".join(args) for args in started)
 
 

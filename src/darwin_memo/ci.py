@@ -162,11 +162,20 @@ class Transitions:
     removed_passing: list[str]
     removed_failing: list[str]
 
-    @property
-    def delta(self) -> float:
-        """The change in passing tests over what was measured and not quarantined."""
-        gained = len(self.improvements) + len(self.added_passing)
-        lost = len(self.regressions) + len(self.removed_passing)
+    def delta(self, exclude: Iterable[str] | None = None) -> float:
+        """The change in passing tests over what was measured, leaving out ``exclude``.
+
+        ``exclude`` names quarantined tests (the published call); ``diff_runs(...,
+        exclude=...)`` leaves them out of the buckets already, so ``settle-ci`` passes
+        none here.
+        """
+        skip = set(exclude) if exclude is not None else set()
+
+        def count(ids: list[str]) -> int:
+            return sum(1 for test_id in ids if test_id not in skip)
+
+        gained = count(self.improvements) + count(self.added_passing)
+        lost = count(self.regressions) + count(self.removed_passing)
         return float(gained - lost)
 
 
@@ -257,9 +266,9 @@ def flips(observations: list[bool]) -> int:
     return sum(1 for a, b in itertools.pairwise(observations) if a != b)
 
 
-def quarantined(history: Mapping[str, list[bool]], threshold: int = FLAKY_FLIPS) -> set[str]:
-    """Tests whose recent history flipped at least ``threshold`` times."""
-    return {test_id for test_id, obs in history.items() if flips(obs) >= threshold}
+def quarantined(history: Mapping[str, list[bool]], flip_threshold: int = FLAKY_FLIPS) -> set[str]:
+    """Tests whose recent history flipped at least ``flip_threshold`` times."""
+    return {test_id for test_id, obs in history.items() if flips(obs) >= flip_threshold}
 
 
 def save_flips(path: str | Path, history: Mapping[str, list[bool]]) -> None:
@@ -356,7 +365,7 @@ def _measure_junit(
     moves = diff_runs(base, head, exclude=flaky)
     listed = sorted(flaky & (set(base) | set(head)))
     measured = {
-        "delta": moves.delta,
+        "delta": moves.delta(),
         "regressions": moves.regressions,
         "improvements": moves.improvements,
         "added": {"passing": moves.added_passing, "failing": moves.added_failing},

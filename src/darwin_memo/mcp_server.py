@@ -11,6 +11,10 @@ Every tool call is one transaction on the store, so several servers (one per
 agent session) and CLI calls can share a store, and open tickets survive a
 restart. Nothing is held back for a final save.
 
+For code written against the published module, ``DEFAULT_MEMORY``,
+``build_server(path, resource_scale)`` and ``save_with_retry(ledger, path)`` are
+here too, as thin layers over that design (see each one's docstring).
+
 This module imports only the standard library. The MCP SDK (2.x, the ``mcp``
 extra) is imported when the server starts, so without it the command prints one
 line with the install command instead of a traceback. Stdout is the protocol
@@ -22,12 +26,34 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .cli.common import positive_float
 
-__all__ = ["INSTALL_HINT", "build_parser", "default_memory_path", "main", "serve"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from mcp.server import MCPServer
+
+    from .ledger import Ledger
+
+__all__ = [
+    "DEFAULT_MEMORY",
+    "INSTALL_HINT",
+    "build_parser",
+    "build_server",
+    "default_memory_path",
+    "main",
+    "save_with_retry",
+    "serve",
+]
+
+#: The store served when neither ``--memory`` nor ``$DARWIN_MEMO_PATH`` names one (the
+#: published constant; ``default_memory_path`` also honours ``$DARWIN_MEMO_HOME``).
+DEFAULT_MEMORY = "~/.darwin-memo/memory.json"
 
 INSTALL_HINT = "pip install 'darwin-memo[mcp]'"
 #: Import failures under these packages mean the ``mcp`` extra is missing or too old.
@@ -45,6 +71,56 @@ def default_memory_path() -> str | Path:
     home = os.environ.get("DARWIN_MEMO_HOME")
     base = Path(home).expanduser() if home else Path.home() / ".darwin-memo"
     return base / "memory.json"
+
+
+def _store_ref(path: str | Path) -> str | Path:
+    """A ``postgresql://`` URL as it is; anything else a path with ``~`` expanded."""
+    from .backends import is_postgres_url
+
+    text = str(path)
+    return text if is_postgres_url(text) else Path(text).expanduser()
+
+
+def build_server(path: str | Path = DEFAULT_MEMORY, resource_scale: float = 1.0) -> MCPServer[Any]:
+    """The MCP server (not yet running) for the store at ``path``: the published call.
+
+    Opens the store with ``Ledger.open`` (created with its directory if missing) and
+    returns ``mcp_tools.build_server`` of it; ``.run()`` serves it on stdio. Every tool
+    call is its own transaction, so nothing needs saving afterwards; the ledger is
+    the server's ``ledger`` attribute, for a host that wants to close it. Needs the
+    ``mcp`` extra (an ``ImportError`` otherwise).
+    """
+    from . import mcp_tools
+    from .ledger import Ledger
+
+    ledger = Ledger.open(_store_ref(path), resource_scale=resource_scale, create=True)
+    server = mcp_tools.build_server(ledger)
+    server.ledger = ledger  # type: ignore[attr-defined]
+    return server
+
+
+def save_with_retry(
+    ledger: Ledger, path: str | Path, retries: int = 5, backoff: float = 0.05
+) -> None:
+    """``ledger.save(path)``, retried while another process holds the store's lock.
+
+    The published server saved its in-memory ledger this way after each mutating
+    call: up to ``retries`` attempts (at least one), sleeping ``backoff * attempt``
+    seconds after each ``StoreLockedError``; the last one is raised. Our server does
+    not need it (each call commits its own transaction, and the lock itself waits),
+    so it is kept for hosts that drive an in-memory ``Ledger`` and save it to a file.
+    """
+    from .errors import StoreLockedError
+
+    attempts = max(1, retries)
+    for attempt in range(1, attempts + 1):
+        try:
+            ledger.save(path)
+            return
+        except StoreLockedError:
+            if attempt == attempts:
+                raise
+            time.sleep(backoff * attempt)
 
 
 def build_parser(prog: str = "darwin-memo-mcp") -> argparse.ArgumentParser:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field, ValidationError
 from . import __version__
 from .errors import DarwinMemoError, StoreLockedError
 from .ledger import MAX_ANSWER_CHARS, MAX_QUERY_CHARS, Ledger, decide_json
-from .observe import audit_digest, entry_status, filter_events, read_events
+from .observe import audit_digest, entry_status, filter_events, ledger_events
 from .types import EntryKind
 from .untrusted import fence, unfence
 
@@ -410,8 +410,9 @@ class MemoryTools:
         """A digest of the journal: decisions, settlements, energy moved, the culled and
         the biggest movers (read-only)."""
         with self._call("memory_audit"):
-            events = filter_events(read_events(self.ledger), since=since or None, last=last)
-            digest = audit_digest(events, self.ledger)
+            events = filter_events(ledger_events(self.ledger), since=since or None, last=last)
+            self.ledger.refresh()
+            digest = audit_digest(events, self.ledger.store)
         for mover in digest["top_gainers"] + digest["top_losers"]:
             if isinstance(mover.get("question"), str):
                 mover["question"] = fence(mover["question"])

@@ -6,6 +6,12 @@ returns the JSON object the published 0.7.1 commands print (``top --json``,
 serves (``timeline``, ``economics``), so the CLI, the MCP server and the UI only
 have to serialize.
 
+The published signatures hold: ``read_events(log_path)``, ``top_row(entry, tick,
+store)``, ``economics(events, store)``, ``audit_digest(events, store)``. Our stores
+may keep their journal in a table rather than a file, so ``ledger_events(ledger)``
+reads any ledger's journal, and ``ledger_economics(ledger, events)`` refreshes a
+durable ledger before reading its store.
+
 The journal is tamperable and may come from older writers, so every reader is
 defensive: a record with a missing or mistyped field counts as if the field
 were absent, never as an error.
@@ -14,6 +20,7 @@ were absent, never as an error.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -28,8 +35,15 @@ from .diagnose import (
     STARVED_SHARE,
     Finding,
 )
+from .events import EventLog
 from .ledger import Ledger, note_text
 from .types import MemoryEntry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from .store import MemoryStore
 
 __all__ = [
     "MOVERS",
@@ -39,6 +53,8 @@ __all__ = [
     "entry_life",
     "entry_status",
     "filter_events",
+    "ledger_economics",
+    "ledger_events",
     "read_events",
     "tick_fields",
     "timeline",
@@ -121,16 +137,15 @@ def _fresh(ledger: Ledger) -> None:
 # -- top ---------------------------------------------------------------------------
 
 
-def top_row(ledger: Ledger, entry: MemoryEntry) -> JsonDict:
-    """One ``top --json`` row for a living entry."""
-    store = ledger.store
+def top_row(entry: MemoryEntry, tick: int, store: MemoryStore) -> JsonDict:
+    """One ``top --json`` row for a living ``entry`` of ``store``, seen at ledger ``tick``."""
     return {
         "id": entry.id,
         "balance": _r3(entry.energy),
         "kind": entry.kind.value,
         "sources": list(entry.sources),
         "born_tick": entry.born_cycle,
-        "age_ticks": ledger.tick_count - entry.born_cycle,
+        "age_ticks": tick - entry.born_cycle,
         "last_settled_tick": entry.last_used_cycle if entry.last_used_cycle >= 0 else None,
         "uses": entry.uses,
         "pinned": entry.pinned,
@@ -151,7 +166,7 @@ def top(ledger: Ledger, limit: int = 10) -> JsonDict:
     return {
         "tick": ledger.tick_count,
         "alive": len(living),
-        "entries": [top_row(ledger, e) for e in living[: max(0, limit)]],
+        "entries": [top_row(e, ledger.tick_count, ledger.store) for e in living[: max(0, limit)]],
     }
 
 
@@ -203,11 +218,20 @@ def _birth(entry: MemoryEntry | None, notes: Sequence[JsonDict]) -> JsonDict | N
 def entry_status(ledger: Ledger, entry_id: str) -> str | None:
     """``living``, ``merged`` (an heir's lineage names it), ``dead``, or None if unknown."""
     _fresh(ledger)
-    if ledger.store.get(entry_id) is not None:
+    return _store_status(ledger.store, entry_id)
+
+
+def _store_status(store: MemoryStore, entry_id: str) -> str | None:
+    """``entry_status`` read from a store alone (an heir found as ``Ledger.heir_of`` does)."""
+    if store.get(entry_id) is not None:
         return "living"
-    if ledger.heir_of(entry_id) is not None:
+    lookup = getattr(store, "heir_of", None)  # SQL stores index lineage
+    if lookup is not None:
+        if lookup(entry_id):
+            return "merged"
+    elif any(entry_id in e.lineage for e in list(store.alive()) + store.graveyard()):
         return "merged"
-    if ledger.store.get_dead(entry_id) is not None:
+    if store.get_dead(entry_id) is not None:
         return "dead"
     return None
 
@@ -261,8 +285,21 @@ def entry_life(ledger: Ledger, entry_id: str) -> JsonDict | None:
 # -- the journal -------------------------------------------------------------------
 
 
-def read_events(ledger: Ledger) -> list[JsonDict]:
-    """The whole journal, oldest first (across rotations for JSON stores)."""
+def read_events(log_path: str | PathLike[str]) -> list[JsonDict]:
+    """The records of the event log file at ``log_path``, oldest first (published form).
+
+    Rotations (``NAME.events.jsonl.1`` ...) are read first, oldest first, then the
+    live file; unreadable lines are skipped, and a missing log is an empty journal.
+    """
+    return list(EventLog(os.fspath(log_path)).read())
+
+
+def ledger_events(ledger: Ledger) -> list[JsonDict]:
+    """A ledger's whole journal, oldest first, wherever it is kept.
+
+    ``read_events`` for a ``Ledger``: JSON stores' log files (across rotations),
+    or the journal table of SQLite and PostgreSQL stores, which no path names.
+    """
     return [e for e in ledger.events() if isinstance(e, dict)]
 
 
@@ -318,12 +355,12 @@ def _culled(events: Sequence[JsonDict]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def audit_digest(events: Sequence[JsonDict], ledger: Ledger | None = None) -> JsonDict:
+def audit_digest(events: Sequence[JsonDict], store: MemoryStore | None = None) -> JsonDict:
     """The ``audit --json`` digest of a window of journal records.
 
-    Movers' ``question`` and ``status`` come from ``ledger`` when given (the store
-    knows every entry it ever held), else from the window itself (add, import
-    and merge records; burials and merges in the window).
+    Movers' ``question`` and ``status`` come from ``store`` when given (it knows
+    every entry it ever held, the dead too), else from the window itself (add,
+    import and merge records; burials and merges in the window).
     """
     events = [e for e in events if isinstance(e, dict)]
     decides = _of(events, "decide")
@@ -351,10 +388,10 @@ def audit_digest(events: Sequence[JsonDict], ledger: Ledger | None = None) -> Js
     def mover(entry_id: str, net: float) -> JsonDict:
         question: str | None
         status: str | None
-        if ledger is not None:
-            found = ledger.store.get(entry_id) or ledger.store.get_dead(entry_id)
+        if store is not None:
+            found = store.get(entry_id) or store.get_dead(entry_id)
             question = found.question if found is not None else questions.get(entry_id)
-            status = entry_status(ledger, entry_id)
+            status = _store_status(store, entry_id)
         else:
             question = questions.get(entry_id)
             status = "merged" if entry_id in merged else "dead" if entry_id in dead else "living"
@@ -449,14 +486,13 @@ def timeline(events: Sequence[JsonDict]) -> list[JsonDict]:
     return rows
 
 
-def economics(ledger: Ledger, events: Sequence[JsonDict]) -> JsonDict:
+def economics(events: Sequence[JsonDict], store: MemoryStore) -> JsonDict:
     """Resource delta over decisions, energy moved by settlements, upkeep paid, population.
 
     Upkeep is exact (the sum of the ticks' ``upkeep_charged``) only when every tick
     record carries it; otherwise it is estimated as the summed tick populations
-    times the store's upkeep rate.
+    times ``store``'s upkeep rate. The population is ``store``'s.
     """
-    _fresh(ledger)
     events = [e for e in events if isinstance(e, dict)]
     decides = _of(events, "decide")
     settles = _of(events, "settle")
@@ -471,7 +507,7 @@ def economics(ledger: Ledger, events: Sequence[JsonDict]) -> JsonDict:
         caveat = None
     else:
         population = math.fsum(_num(t.get("population")) for t in ticks)
-        upkeep_paid = _r6(population * ledger.store.upkeep)
+        upkeep_paid = _r6(population * store.upkeep)
         caveat = (
             "estimated: some tick records lack upkeep_charged (written by an older "
             "version), so upkeep is the summed tick populations times the upkeep rate; "
@@ -487,8 +523,14 @@ def economics(ledger: Ledger, events: Sequence[JsonDict]) -> JsonDict:
             "settles": len(settles),
         },
         "energy": energy,
-        "population": {"alive": len(ledger.store), "dead": ledger.store.dead_count()},
+        "population": {"alive": len(store), "dead": store.dead_count()},
     }
+
+
+def ledger_economics(ledger: Ledger, events: Sequence[JsonDict]) -> JsonDict:
+    """``economics`` of a ledger's store, brought up to date first (durable stores)."""
+    _fresh(ledger)
+    return economics(events, ledger.store)
 
 
 # -- doctor ------------------------------------------------------------------------

@@ -11,8 +11,9 @@ Nothing grades an answer; the world does.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from . import economy
 from .consolidate import (
@@ -27,8 +28,13 @@ from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the ledger imports this module; keep its start-up light
+    from typing import ParamSpec, TypeVar
+
     from .environments import Environment
     from .store import MemoryStore
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 __all__ = [
     "EXPERIENCE_DEDUP",
@@ -94,15 +100,41 @@ class SurvivalConfig:
         return self.conflict_threshold
 
 
-def is_silent(text: str, deciding: str | None, supporting: Sequence[str]) -> bool:
+def _keyword_aliases(**aliases: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Let callers name parameters by a second spelling: ``alias=parameter``.
+
+    The published functions call the provenance ``deciding_entry`` and
+    ``supporting_entries`` (the ``ProtocolAnswer`` fields); the spec writes
+    ``deciding`` and ``supporting``. Both keyword spellings are accepted; giving
+    one parameter under both names is a ``TypeError``, as for any duplicate.
+    """
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            for alias in aliases.keys() & kwargs.keys():
+                name = aliases[alias]
+                if name in kwargs:
+                    raise TypeError(f"{fn.__name__}() got {name!r} twice (also as {alias!r})")
+                kwargs[name] = kwargs.pop(alias)
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+@_keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
+def is_silent(text: str, deciding_entry: str | None, supporting_entries: Sequence[str]) -> bool:
     """Memory said nothing usable: no text, or no entry behind it."""
-    return not text or (deciding is None and not supporting)
+    return not text or (deciding_entry is None and not supporting_entries)
 
 
+@_keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
 def assign_credit(
     store: MemoryStore,
-    deciding: str | None,
-    supporting: Sequence[str],
+    deciding_entry: str | None,
+    supporting_entries: Sequence[str],
     delta: float,
     resource_scale: float,
     config: SurvivalConfig,
@@ -112,8 +144,10 @@ def assign_credit(
 
     Non-finite deltas or scales move nothing. A juvenile decider earns only the
     supporter share; with no decider the credit is split evenly over the
-    supporters, probationary ones taking a quarter of their split.
+    supporters, probationary ones taking a quarter of their split. The provenance
+    may also be passed as ``deciding=`` and ``supporting=`` (the spec's names).
     """
+    deciding, supporting = deciding_entry, supporting_entries
     if not (math.isfinite(delta) and math.isfinite(resource_scale)) or resource_scale <= 0:
         return []
     credit = economy.credit_amount(delta, resource_scale, config.credit_gain)
@@ -140,18 +174,21 @@ def assign_credit(
     return applied
 
 
+@_keyword_aliases(deciding="deciding_entry")
 def advance_lifecycle(
     store: MemoryStore,
     applied: Sequence[tuple[str, float]],
     delta: float,
-    deciding: str | None,
+    deciding_entry: str | None,
 ) -> list[tuple[str, str]]:
     """Move probation and juvenile counters after a credited outcome.
 
     Returns ``(id, "graduated" | "admitted" | "admission_denied")`` events. A
     juvenile that decides a negative outcome is denied admission: its balance
-    goes to zero and the caller's burial sweep executes it.
+    goes to zero and the caller's burial sweep executes it. ``deciding=`` is
+    accepted for ``deciding_entry`` (the spec's name).
     """
+    deciding = deciding_entry
     events: list[tuple[str, str]] = []
     for entry_id, credit in applied:
         entry = store.get(entry_id)
@@ -276,7 +313,7 @@ class SurvivalLoop:
                 resource_delta += outcome.delta
             if outcome.delta != 0:
                 nonzero += 1
-            trajectory = Trajectory(cycle, task, answer.text, decider, supporters, outcome)
+            trajectory = Trajectory(cycle, task.prompt, answer.text, decider, supporters, outcome)
             trajectories.append(trajectory)
             applied = assign_credit(
                 store, decider, supporters, outcome.delta, self.resource_scale, config, cycle

@@ -80,8 +80,18 @@ def conflict_clusters(
     return clusters
 
 
-def render_consult(hits: Sequence[MemoryEntry], similarity: Similarity, threshold: float) -> str:
-    """The consult text: the top answer with its age, or its conflict group."""
+def render_consult(
+    hits: Sequence[MemoryEntry] | Sequence[tuple[MemoryEntry, float]],
+    similarity: Similarity,
+    threshold: float,
+) -> str:
+    """The consult text: the top answer with its age, or its conflict group.
+
+    ``hits`` is what ``MemoryStore.retrieve`` returns, ``(entry, score)`` pairs (the
+    published form), or plain entries; either way in rank order, the top one first.
+    Scores are not shown: the text carries answers and ages only.
+    """
+    hits = _entries(hits)
     if not hits:
         return ""
     top = hits[0]
@@ -93,3 +103,10 @@ def render_consult(hits: Sequence[MemoryEntry], similarity: Similarity, threshol
             lines += [f"- {m.answer} {age_annotation(m)}" for m in cluster]
             return "\n".join(lines)
     return f"{top.answer}\n{age_annotation(top)}"
+
+
+def _entries(
+    hits: Sequence[MemoryEntry] | Sequence[tuple[MemoryEntry, float]],
+) -> list[MemoryEntry]:
+    """The entries of ``hits``, whether given bare or as ``(entry, score)`` pairs."""
+    return [hit[0] if isinstance(hit, tuple) else hit for hit in hits]

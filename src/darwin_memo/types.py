@@ -417,10 +417,14 @@ class Task:
 
 @record
 class Trajectory:
-    """What happened to one task: the answer, who decided it, what it measured."""
+    """What happened to one task: the answer, who decided it, what it measured.
+
+    ``task`` is the task's prompt text, as published (the ``Task`` itself, with its
+    context, stays with the environment).
+    """
 
     cycle: int
-    task: Task
+    task: str
     answer: str
     deciding_entry: str | None
     supporting_entries: list[str]

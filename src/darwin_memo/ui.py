@@ -58,6 +58,7 @@ __all__ = [
     "UiError",
     "make_server",
     "serve",
+    "serve_until_stopped",
     "state",
 ]
 
@@ -335,10 +336,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class DashboardServer(ThreadingHTTPServer):
-    """A ``ThreadingHTTPServer`` bound to one store (see ``make_server``)."""
+    """A ``ThreadingHTTPServer`` bound to one store (see ``make_server`` and ``serve``).
+
+    ``server_close`` (or leaving a ``with`` block) also stops the serving thread that
+    ``serve`` started, so one call ends a dashboard however it was run.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
+    #: The thread ``serve`` runs ``serve_forever`` in; None when the caller runs it.
+    thread: threading.Thread | None = None
 
     def __init__(
         self, address: tuple[str, int], app: Dashboard, *, allow_remote: bool = False
@@ -366,6 +373,10 @@ class DashboardServer(ThreadingHTTPServer):
         print(f"darwin-memo ui: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def server_close(self) -> None:
+        thread = self.thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            self.shutdown()
+            thread.join()
         super().server_close()
         self.app.close()
 
@@ -409,7 +420,42 @@ def _can_open_browser() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _warn_if_remote(host: str) -> None:
+    if host not in LOOPBACK:
+        print(
+            f"warning: serving on {host} with NO authentication: anyone who can reach "
+            "this port can read every entry in the store",
+            file=sys.stderr,
+        )
+
+
 def serve(
+    memory: str | Path,
+    port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
+    *,
+    allow_remote: bool = False,
+) -> DashboardServer:
+    """Start the dashboard on a background thread and return the running server.
+
+    The published form: it does not block. ``server.url`` / ``server.port`` say
+    where it listens (``port=0`` picks a free one); ``server.server_close()`` (or
+    a ``with`` block) stops it and releases the store. Raises as ``make_server``.
+    ``serve_until_stopped`` is the blocking form the CLI runs.
+    """
+    server = make_server(memory, port, host, allow_remote=allow_remote)
+    _warn_if_remote(host)
+    server.thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.25},
+        name=f"darwin-memo ui {server.port}",
+        daemon=True,
+    )
+    server.thread.start()
+    return server
+
+
+def serve_until_stopped(
     memory: str | Path,
     port: int = DEFAULT_PORT,
     host: str = "127.0.0.1",
@@ -417,14 +463,9 @@ def serve(
     allow_remote: bool = False,
     open_browser: bool = False,
 ) -> int:
-    """Serve the dashboard until interrupted; returns an exit code."""
+    """Serve the dashboard in this thread until interrupted; returns an exit code."""
     server = make_server(memory, port, host, allow_remote=allow_remote)
-    if host not in LOOPBACK:
-        print(
-            f"warning: serving on {host} with NO authentication: anyone who can reach "
-            "this port can read every entry in the store",
-            file=sys.stderr,
-        )
+    _warn_if_remote(host)
     print(f"darwin-memo ui: {server.url}  (ctrl-c to stop)", flush=True)
     if open_browser and _can_open_browser():
         import webbrowser

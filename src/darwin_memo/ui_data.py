@@ -52,10 +52,10 @@ from .ledger import Ledger
 from .observe import (
     _num,
     _opt_num,
-    economics,
     entry_life,
     filter_events,
-    read_events,
+    ledger_economics,
+    ledger_events,
     tick_fields,
     timeline,
     top_row,
@@ -402,7 +402,7 @@ class StoreView:
             conn = self.journal
             if conn is None:
                 if version != self._events_version:
-                    self._events = read_events(self.ledger)
+                    self._events = ledger_events(self.ledger)
                     self._events_version = version
                 return self._events
             top = conn.execute("SELECT MAX(seq) FROM events").fetchone()[0] or 0
@@ -487,7 +487,7 @@ class StoreView:
                 "pending": stats["pending_tickets"],
             },
             "total_energy": stats["total_energy"],
-            "economics": economics(ledger, self.events()),
+            "economics": ledger_economics(ledger, self.events()),
             "kinds": kinds,
         }
 
@@ -522,14 +522,14 @@ class StoreView:
             for entry_id in ids:
                 entry = self.ledger.store.get(entry_id)
                 if entry is not None:
-                    rows.append(top_row(self.ledger, entry))
+                    rows.append(top_row(entry, self.ledger.tick_count, self.ledger.store))
         else:
             matched = [e for e in self.ledger.store.alive() if _matches(e, query)]
             matched.sort(key=lambda e: e.id)
             matched.sort(key=_sort_key(self.ledger.store, query.sort), reverse=query.desc)
             total = len(matched)
             page = matched[query.offset : query.offset + query.limit]
-            rows = [top_row(self.ledger, e) for e in page]
+            rows = [top_row(e, self.ledger.tick_count, self.ledger.store) for e in page]
         return {
             "tick": self.ledger.tick_count,
             "total": total,

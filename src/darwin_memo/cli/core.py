@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..types import EntryKind
 from .common import (
@@ -167,13 +167,48 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _journal(memory: str, ledger: Any) -> list[dict[str, Any]] | None:
+    """The store's event log, oldest first; None when it has none.
+
+    A JSON store's log is the ``NAME.events.jsonl`` file next to it (read as the
+    published ``read_events`` does, rotations included, without taking the lock);
+    SQLite and PostgreSQL stores keep theirs in a table.
+    """
+    from ..backends import backend_kind
+    from ..events import event_log_path, event_log_paths
+    from ..observe import ledger_events, read_events
+
+    if backend_kind(memory) == "json":
+        log = event_log_path(memory)
+        return read_events(log) if event_log_paths(log) else None
+    return ledger_events(ledger) or None
+
+
+def _economics_lines(econ: dict[str, Any]) -> list[str]:
+    """The two event-log lines of ``stats``: what the world measured, what energy did."""
+    resource, energy = econ["resource"], econ["energy"]
+    decisions = resource["decides"]
+    estimated = "" if energy["upkeep_exact"] else " (estimated)"
+    return [
+        f"resource delta: {resource['delta_total']:+g} over {decisions} "
+        f"decision{'' if decisions == 1 else 's'} ({resource['silent']} silent, "
+        f"{resource['settles']} settled)",
+        f"energy net: {energy['net']:+.3f} from settlements against "
+        f"{energy['upkeep_paid']:.3f} upkeep paid{estimated}",
+    ]
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
+    from ..observe import economics
     from ..readonly import open_readonly
 
     with open_readonly(args.memory) as ledger:  # JSON, SQLite or a postgresql:// URL
         store = ledger.store
         print(f"alive: {len(store)}  graveyard: {store.dead_count()}")
         print(f"total energy: {store.total_energy():.3f}")
+        journal = _journal(args.memory, ledger)
+        if journal is not None:
+            print("\n".join(_economics_lines(economics(journal, store))))
         shares = store.energy_share_by_kind()
         alive = store.alive()
     if shares:

@@ -25,9 +25,9 @@ def _port(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..ui import serve
+    from ..ui import serve_until_stopped
 
-    return serve(
+    return serve_until_stopped(
         args.memory,
         port=args.port,
         host=args.host,

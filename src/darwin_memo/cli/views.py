@@ -84,11 +84,12 @@ def cmd_why(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ..observe import audit_digest, filter_events, read_events
+    from ..observe import audit_digest, filter_events, ledger_events
 
     with _open(args.memory) as ledger:
-        events = filter_events(read_events(ledger), since=args.since, last=args.last)
-        digest = audit_digest(events, ledger)
+        events = filter_events(ledger_events(ledger), since=args.since, last=args.last)
+        ledger.refresh()
+        digest = audit_digest(events, ledger.store)
     if args.json:
         _print_json(digest)
         return 0
@@ -111,10 +112,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ..observe import doctor, read_events
+    from ..observe import doctor, ledger_events
 
     with _open(args.memory) as ledger:
-        findings = doctor(ledger, read_events(ledger))
+        findings = doctor(ledger, ledger_events(ledger))
     if args.json:
         _print_json({"findings": [f.as_dict() for f in findings]})
     elif not findings:
