@@ -404,3 +404,38 @@ def test_stats_without_an_event_log_prints_no_economics(
     lines = _stats(copy)
     assert not any(line.startswith(("resource delta", "energy net")) for line in lines)
     assert lines[2] == "energy share by kind:"
+
+
+def test_run_suite_takes_the_published_keywords() -> None:
+    from darwin_memo.testsuite_env import run_suite, run_suite_detail
+
+    app = "def double(x):\n    return 2 * x\n"
+    tests = (
+        "from app import double\n"
+        "def test_two():\n    assert double(1) == 2\n"
+        "def test_three():\n    assert double(1) == 3\n"
+    )
+    assert run_suite(app_source=app, test_source=tests) == 1
+    assert run_suite_detail(app_source=app, test_source=tests) == frozenset({"test_two"})
+    assert run_suite(app_src=app, test_src=tests) == 1  # the spec's spelling
+    with pytest.raises(TypeError, match="twice"):
+        run_suite(app_src=app, app_source=app, test_source=tests)
+
+
+def test_note_text_takes_the_published_keyword() -> None:
+    from darwin_memo.ledger import note_text
+
+    assert note_text(event={"text": "credited +0.3"}) == "credited +0.3"
+    assert note_text(note="an old bare note") == "an old bare note"
+
+
+def test_mcp_build_server_takes_memory_path_by_keyword(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from darwin_memo.mcp_server import build_server
+
+    path = tmp_path / "memory.json"
+    server = build_server(memory_path=str(path), resource_scale=2.0)
+    try:
+        assert server.ledger.resource_scale == 2.0  # type: ignore[attr-defined]
+    finally:
+        server.ledger.close()  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ agent session) and CLI calls can share a store, and open tickets survive a
 restart. Nothing is held back for a final save.
 
 For code written against the published module, ``DEFAULT_MEMORY``,
-``build_server(path, resource_scale)`` and ``save_with_retry(ledger, path)`` are
+``build_server(memory_path, resource_scale)`` and ``save_with_retry(ledger, path)`` are
 here too, as thin layers over that design (see each one's docstring).
 
 This module imports only the standard library. The MCP SDK (2.x, the ``mcp``
@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from .aliases import keyword_aliases
 from .cli.common import positive_float
 
 TYPE_CHECKING = False
@@ -81,8 +82,11 @@ def _store_ref(path: str | Path) -> str | Path:
     return text if is_postgres_url(text) else Path(text).expanduser()
 
 
-def build_server(path: str | Path = DEFAULT_MEMORY, resource_scale: float = 1.0) -> MCPServer[Any]:
-    """The MCP server (not yet running) for the store at ``path``: the published call.
+@keyword_aliases(path="memory_path")
+def build_server(
+    memory_path: str | Path = DEFAULT_MEMORY, resource_scale: float = 1.0
+) -> MCPServer[Any]:
+    """The MCP server (not yet running) for the store at ``memory_path``: the published call.
 
     Opens the store with ``Ledger.open`` (created with its directory if missing) and
     returns ``mcp_tools.build_server`` of it; ``.run()`` serves it on stdio. Every tool
@@ -93,7 +97,7 @@ def build_server(path: str | Path = DEFAULT_MEMORY, resource_scale: float = 1.0)
     from . import mcp_tools
     from .ledger import Ledger
 
-    ledger = Ledger.open(_store_ref(path), resource_scale=resource_scale, create=True)
+    ledger = Ledger.open(_store_ref(memory_path), resource_scale=resource_scale, create=True)
     server = mcp_tools.build_server(ledger)
     server.ledger = ledger  # type: ignore[attr-defined]
     return server

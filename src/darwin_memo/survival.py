@@ -11,11 +11,11 @@ Nothing grades an answer; the world does.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 
 from . import economy
+from .aliases import keyword_aliases
 from .consolidate import (
     DEFAULT_MERGE_THRESHOLD,
     MERGE_SIMILARITIES,
@@ -28,13 +28,8 @@ from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the ledger imports this module; keep its start-up light
-    from typing import ParamSpec, TypeVar
-
     from .environments import Environment
     from .store import MemoryStore
-
-    P = ParamSpec("P")
-    R = TypeVar("R")
 
 __all__ = [
     "EXPERIENCE_DEDUP",
@@ -100,37 +95,13 @@ class SurvivalConfig:
         return self.conflict_threshold
 
 
-def _keyword_aliases(**aliases: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Let callers name parameters by a second spelling: ``alias=parameter``.
-
-    The published functions call the provenance ``deciding_entry`` and
-    ``supporting_entries`` (the ``ProtocolAnswer`` fields); the spec writes
-    ``deciding`` and ``supporting``. Both keyword spellings are accepted; giving
-    one parameter under both names is a ``TypeError``, as for any duplicate.
-    """
-
-    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(fn)
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            for alias in aliases.keys() & kwargs.keys():
-                name = aliases[alias]
-                if name in kwargs:
-                    raise TypeError(f"{fn.__name__}() got {name!r} twice (also as {alias!r})")
-                kwargs[name] = kwargs.pop(alias)
-            return fn(*args, **kwargs)
-
-        return call
-
-    return wrap
-
-
-@_keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
+@keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
 def is_silent(text: str, deciding_entry: str | None, supporting_entries: Sequence[str]) -> bool:
     """Memory said nothing usable: no text, or no entry behind it."""
     return not text or (deciding_entry is None and not supporting_entries)
 
 
-@_keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
+@keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
 def assign_credit(
     store: MemoryStore,
     deciding_entry: str | None,
@@ -174,7 +145,7 @@ def assign_credit(
     return applied
 
 
-@_keyword_aliases(deciding="deciding_entry")
+@keyword_aliases(deciding="deciding_entry")
 def advance_lifecycle(
     store: MemoryStore,
     applied: Sequence[tuple[str, float]],

@@ -32,6 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .aliases import keyword_aliases
 from .environments import _SandboxedEnv, cycle_rng, decision_polarity
 from .types import Outcome, Task
 
@@ -248,21 +249,23 @@ def _write_suite(directory: Path, app_src: str, test_src: str) -> None:
     (directory / "test_app.py").write_text(test_src, encoding="utf-8")
 
 
-def run_suite_detail(app_src: str, test_src: str, *, timeout: float = 30.0) -> frozenset[str]:
-    """Names of the ``test_*`` functions in ``test_src`` that pass against ``app_src``.
+@keyword_aliases(app_src="app_source", test_src="test_source")
+def run_suite_detail(app_source: str, test_source: str, *, timeout: float = 30.0) -> frozenset[str]:
+    """Names of the ``test_*`` functions in ``test_source`` that pass against ``app_source``.
 
     Both sources are written to a fresh temp dir and run in a child process.
     A module that fails to load (either one), a crash or a timeout gives an
-    empty set.
+    empty set. ``app_src``/``test_src`` are accepted as keyword spellings too.
     """
     with tempfile.TemporaryDirectory(prefix="darwin-memo-suite-") as tmp:
-        _write_suite(Path(tmp), app_src, test_src)
+        _write_suite(Path(tmp), app_source, test_source)
         return _run_in(Path(tmp), timeout)
 
 
-def run_suite(app_src: str, test_src: str, *, timeout: float = 30.0) -> int:
+@keyword_aliases(app_src="app_source", test_src="test_source")
+def run_suite(app_source: str, test_source: str, *, timeout: float = 30.0) -> int:
     """How many tests pass (see ``run_suite_detail``)."""
-    return len(run_suite_detail(app_src, test_src, timeout=timeout))
+    return len(run_suite_detail(app_source, test_source, timeout=timeout))
 
 
 # --------------------------------------------------------------------------- #
