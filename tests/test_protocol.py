@@ -41,6 +41,7 @@ def test_local_answer_with_provenance_and_conflict_block() -> None:
     answer = QueryProtocol(store).answer("Is it safe to delete old log files?")
     assert answer.deciding_entry in {seven.id, thirty.id}
     assert set(answer.supporting_entries) == {seven.id, thirty.id} - {answer.deciding_entry}
+    assert answer.attribution == "local"
     lines = answer.annotated_text.splitlines()
     assert lines[0] == CONFLICT_HEADER
     assert "thirty days" in lines[1] and "seven days" in lines[2]  # newest first
@@ -127,16 +128,19 @@ def test_llm_mode_multi_citation_none_and_fallback() -> None:
         "old logs?"
     )
     assert answer.deciding_entry is None and set(answer.supporting_entries) == {seven.id, thirty.id}
+    assert answer.attribution == "cited"
     answer = QueryProtocol(store, ScriptedModel("old logs", "No idea.\nSOURCES: none")).answer(
         "old logs?"
     )
-    assert answer.text == "No idea." and answer.silent
+    assert answer.text == "No idea." and answer.silent and answer.attribution == "none"
     answer = QueryProtocol(store, ScriptedModel("old logs", "Delete them.")).answer("old logs?")
     assert answer.deciding_entry is None and set(answer.supporting_entries) == {seven.id, thirty.id}
+    assert answer.attribution == "fallback"
     refusing = QueryProtocol(
         store, ScriptedModel("old logs", "Delete them."), refuse_unparseable=True
     )
-    assert refusing.answer("old logs?").refused
+    refused = refusing.answer("old logs?")
+    assert refused.refused and refused.attribution == "unparsed"
 
 
 def test_split_citations_rules() -> None:
@@ -146,6 +150,8 @@ def test_split_citations_rules() -> None:
     )
     assert split_citations("x\nSOURCES: none [1]", 2) == ("x", [0])
     assert split_citations("x", 2) == ("x", None)
+    assert split_citations("x\nSOURCES: 2", 2) == ("x", [1])  # no brackets needed
+    assert split_citations("x\n**Sources:** [1][2].", 2) == ("x", [0, 1])
 
 
 def test_grounding_keeps_numbers_inside_subquestions() -> None:

@@ -171,6 +171,91 @@ def test_embedding_retriever_rejects_empty_vectors() -> None:
         store.retrieve("q")
 
 
+UNEMBEDDABLE = MemoryEntry(
+    "Is it safe to delete old log files?", "Old log files may be deleted after seven days!!"
+)
+
+
+def embed_but_one(text: str) -> list[float]:
+    """HashingEmbedder, except an empty vector for one entry's text (a model's hiccup)."""
+    return [] if text == UNEMBEDDABLE.text else HashingEmbedder()(text)
+
+
+def batch_but_one(texts: list[str]) -> list[list[float]]:
+    return [embed_but_one(t) for t in texts]
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["embedding", "hybrid"])
+def test_an_entry_without_a_vector_is_dissimilar_and_consolidation_carries_on(
+    store_kind: str, hybrid: bool
+) -> None:
+    from conftest import new_store
+    from darwin_memo import EMBEDDING_MERGE_THRESHOLD, consolidate
+    from darwin_memo.semantic import HybridRetriever
+
+    retriever = HybridRetriever(embed_but_one) if hybrid else EmbeddingRetriever(embed_but_one)
+    dense = retriever.dense if isinstance(retriever, HybridRetriever) else retriever
+    store = new_store(store_kind, retriever=retriever)
+    # The broken entry is a near-copy of the other two: were it embedded, it would merge.
+    bad = store.add(
+        MemoryEntry(UNEMBEDDABLE.question, UNEMBEDDABLE.answer, sources=["runbook"], energy=3.0)
+    )
+    one = store.add(
+        MemoryEntry(
+            "Is it safe to delete old log files?",
+            "Old log files may be deleted after seven days.",
+            sources=["runbook"],
+        )
+    )
+    two = store.add(
+        MemoryEntry(
+            "Is it safe to delete old log files?",
+            "Old log files may be deleted after seven days!",
+            sources=["runbook"],
+        )
+    )
+    other = store.add(MemoryEntry("Are cache chunks disposable?", "Cache chunks are disposable."))
+
+    assert retriever.warm(store.alive()) == 3  # the three others; no ValueError
+    assert bad.id not in dense.dump_state()["vectors"]  # never cached: asked again later
+    assert retriever.warm(store.alive()) == 0
+    assert store.similarity(bad, one) == 0.0 and store.similarity(one, bad) == 0.0
+    assert store.similarity(bad, bad) == 0.0
+    assert store.similarity(one, two) > EMBEDDING_MERGE_THRESHOLD
+    ranked = dense.rank("delete old log files", list(store.alive()))
+    assert {e.id for e, _ in ranked} == {one.id, two.id}
+    hits = store.retrieve("Is it safe to delete old log files?", k=5)
+    assert bad.id not in {e.id for e, _ in hits} or hybrid  # hybrid: found lexically
+    assert one.id in {e.id for e, _ in hits}
+
+    assert consolidate(store, cycle=1, threshold=EMBEDDING_MERGE_THRESHOLD) == 1
+    alive = {e.id: e for e in store.alive()}
+    assert bad.id in alive and other.id in alive
+    assert one.id not in alive and two.id not in alive
+    (heir,) = [e for e in alive.values() if e.lineage]
+    assert sorted(heir.lineage) == sorted([one.id, two.id])
+    assert consolidate(store, cycle=2, threshold=EMBEDDING_MERGE_THRESHOLD) == 0
+    assert bad.id in {e.id for e in store.alive()}
+
+
+def test_warm_with_a_batch_skips_an_unusable_vector() -> None:
+    retriever = EmbeddingRetriever(embed_but_one)
+    store = MemoryStore(retriever=retriever)
+    bad = store.add(MemoryEntry(UNEMBEDDABLE.question, UNEMBEDDABLE.answer))
+    good = store.add(MemoryEntry("Are cache chunks disposable?", "Cache chunks are disposable."))
+    assert retriever.warm(store.alive(), batch_but_one) == 1
+    assert set(retriever.dump_state()["vectors"]) == {good.id}
+
+    def not_finite(texts: list[str]) -> list[list[float]]:
+        return [[math.nan, 1.0] for _ in texts]
+
+    # A NaN vector would compare as similar to everything (min(1.0, nan) is 1.0).
+    assert retriever.warm(store.alive(), not_finite) == 0
+    assert retriever.similarity(bad, good) == 0.0
+    with pytest.raises(ValueError, match="2 vectors for 1 texts"):
+        retriever.warm([bad], lambda texts: [[1.0], [1.0]])
+
+
 def test_cached_vectors_cost_a_double_per_component() -> None:
     """Cached vectors are arrays of doubles: 8 bytes a component, where lists of floats
     took 32 (a pointer and a float object each), and the values are unchanged."""

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from . import collector
+from .aliases import keyword_aliases
 from .consolidate import merge_groups
 from .errors import DarwinMemoError, StoreFormatError
 from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
@@ -144,11 +145,12 @@ class Ticket:
         return ticket
 
 
-def note_text(note: Any) -> str:
+@keyword_aliases(note="event")
+def note_text(event: Any) -> str:
     """The display text of a history note (old stores may hold bare strings)."""
-    if isinstance(note, dict):
-        return str(note.get("text", ""))
-    return str(note)
+    if isinstance(event, dict):
+        return str(event.get("text", ""))
+    return str(event)
 
 
 def _signed(x: float) -> str:
@@ -612,6 +614,9 @@ class Ledger:
             }
             if withheld:
                 payload["withheld"] = withheld
+            attribution = getattr(answer, "attribution", "local")
+            if attribution != "local":  # LLM mode: cited, none, fallback, unparsed
+                payload["attribution"] = attribution
             self._emit(changes, "decide", **payload)
         return ticket
 
@@ -626,7 +631,8 @@ class Ledger:
         if consulted and decider is None:
             entries = [self.store.get(i) for i in consulted]
             if all(e is not None and not e.may_decide for e in entries):
-                return ProtocolAnswer(text=""), consulted
+                attribution = getattr(answer, "attribution", "local")
+                return ProtocolAnswer(text="", attribution=attribution), consulted
         answer.deciding_entry, answer.supporting_entries = decider, supporters
         return answer, []
 
@@ -749,6 +755,7 @@ class Ledger:
                     entry_id,
                     f"buried at tick {self.tick_count} on settle",
                     "buried",
+                    via="settle",
                     cause=cause,
                 )
         event: dict[str, Any] = {  # what _emit(changes, "settle", ...) makes, in one dict
@@ -920,6 +927,7 @@ class Ledger:
                 entry_id,
                 f"buried at tick {self.tick_count} by forget",
                 "buried",
+                via="forget",
                 cause="forgotten",
             )
             self._emit(changes, "forget", entry=entry_id)

@@ -8,12 +8,20 @@ the relevant facts first). The second call answers only from numbered snippets
 and ends with a citation line, ``SOURCES: [1] [3]`` or ``SOURCES: none``, so
 credit flows to exactly the entries that shaped the answer.
 
-Attribution: one citation decides; several share evenly as supporters; an
-explicit ``none`` carries no provenance. With no parseable citation line the
-documented fallback spreads credit over everything consulted, unless the
-protocol was built with ``refuse_unparseable=True``, which refuses instead.
-Probationary entries never decide, and an answer resting only on them is
-withheld.
+Models write that line in many shapes (``SOURCES: 1``, ``Sources: [1].``,
+``**SOURCES:** [1][3]``, ``Sources - snippet 1 and 3``, ...): ``split_citations``
+reads them all, and the last such line wins. Bare numbers count only where the
+rest of the line is a citation list; in a line that also holds prose only
+marked numbers count (``[2]``, ``#2``, ``snippet 2``), so "the 2 runbooks" is
+never a citation.
+
+Attribution (``ProtocolAnswer.attribution``): one citation decides; several
+share evenly as supporters (``"cited"``); an explicit ``none`` carries no
+provenance (``"none"``). With no parseable citation line the documented
+fallback spreads credit over everything consulted (``"fallback"``), unless the
+protocol was built with ``refuse_unparseable=True``, which refuses instead
+(``"unparsed"``). Probationary entries never decide, and an answer resting only
+on them is withheld.
 """
 
 from __future__ import annotations
@@ -53,8 +61,35 @@ SOURCES: [1] [3]
 or, if you used none of them,
 SOURCES: none"""
 
-_SOURCES_LINE = re.compile(r"^\s*SOURCES?\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
-_CITATION = re.compile(r"\[(\d+)\]")
+# A citation line: an optional heading, quote or list marker, markdown emphasis, the
+# label ("SOURCES", "Source", "Sources used", any case), emphasis again, a separator
+# (":", "=", or a dash before a space or the list), then the body. Without a separator
+# the line counts only when its body is a citation list ("Sources [1]").
+_LABEL_LINE = re.compile(
+    r"^[ \t]*(?:(?:#{1,6}|>|[-+\u2022])[ \t]+)?[*_`~]*[ \t]*"
+    r"sources?(?:[ \t]+(?:used|cited))?(?![a-z])"
+    r"[ \t]*[*_`~]*[ \t]*"
+    r"(?P<sep>[:=]|[-\u2013\u2014](?=[\s\[#\d*_`]))?"
+    r"(?P<body>.*)$",
+    re.IGNORECASE,
+)
+# The same label at the end of an answer line ("... seven days. SOURCES: [1]"); it
+# counts only when what follows is a citation list or "none".
+_INLINE_LABEL = re.compile(
+    r"(?P<before>.*\S)[ \t]+[*_`~]*sources?[ \t]*[*_`~]*[ \t]*[:=][ \t]*(?P<body>.*)$",
+    re.IGNORECASE,
+)
+_EMPHASIS = re.compile(r"[*_`~]")
+# A body that is nothing but a citation list: numbers, brackets, "#", "snippet(s)",
+# "no.", "and", "none", list separators and trailing punctuation.
+_CITATION_LIST = re.compile(
+    r"(?:\s+|\d+|[\[\](),;:&/+#.!]|snippets?(?![a-z])|nos?(?![a-z])|and(?![a-z])|none(?![a-z]))+",
+    re.IGNORECASE,
+)
+# In a body that also holds prose, only marked numbers cite: "[2]" (or "[1, 3]"),
+# "#2", "snippet 2".
+_MARKED = re.compile(r"\[([^\[\]]*)\]|(?:#|\bsnippets?[ \t]*#?)[ \t]*(\d+)", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+")
 _NONE_WORD = re.compile(r"\bnone\b", re.IGNORECASE)
 
 
@@ -78,24 +113,78 @@ def split_citations(text: str, consulted: int) -> tuple[str, list[int] | None]:
     """Remove the last SOURCES line; return (text, 0-based cited indexes or None).
 
     ``None`` means no parseable citation line; ``[]`` means an explicit "none".
+    Numbers outside ``1..consulted`` are ignored; cited numbers win over a "none" in
+    the same line. ``<think>`` blocks are removed first, so a citation inside one
+    never counts.
     """
     cleaned = strip_think(text)
-    matches = list(_SOURCES_LINE.finditer(cleaned))
-    if not matches:
+    lines = cleaned.split("\n")
+    found = _last_citation_line(lines)
+    if found is None:
         return cleaned.strip(), None
-    last = matches[-1]
-    body = last.group(1)
-    remaining = (cleaned[: last.start()] + cleaned[last.end() :]).strip()
+    index, kept, body, span = found
+    remaining = "\n".join([*lines[:index], *kept, *lines[index + span :]]).strip()
     cited: list[int] = []
-    for number in _CITATION.findall(body):
-        index = int(number) - 1
-        if 0 <= index < consulted and index not in cited:
-            cited.append(index)
+    for number in _cited_numbers(body):
+        position = number - 1
+        if 0 <= position < consulted and position not in cited:
+            cited.append(position)
     if cited:
         return remaining, cited
     if _NONE_WORD.search(body):
         return remaining, []
     return remaining, None
+
+
+def _is_citation_list(body: str) -> bool:
+    plain = _EMPHASIS.sub("", body).strip()
+    return bool(plain) and _CITATION_LIST.fullmatch(plain) is not None
+
+
+def _last_citation_line(lines: list[str]) -> tuple[int, list[str], str, int] | None:
+    """The last citation line: (its index, what of it stays, its body, lines it spans).
+
+    A label alone on its line ("SOURCES:") takes its list from the next non-blank
+    line when that line is a citation list. A label after the answer on the same
+    line ("... seven days. SOURCES: [1]") counts on the reply's last line only.
+    """
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        label = _LABEL_LINE.match(line)
+        if label is not None:
+            body = label.group("body")
+            if label.group("sep") is None and not _is_citation_list(body):
+                label = None  # "Source code lives in src/": prose, not a label
+            else:
+                span = 1
+                if not _EMPHASIS.sub("", body).strip():
+                    following = index + 1
+                    while following < len(lines) and not lines[following].strip():
+                        following += 1
+                    if following < len(lines) and _is_citation_list(lines[following]):
+                        body = lines[following]
+                        span = following - index + 1
+                return index, [], body, span
+        inline = _INLINE_LABEL.match(line) if index == last else None
+        if inline is not None and _is_citation_list(inline.group("body")):
+            return index, [inline.group("before")], inline.group("body"), 1
+    return None
+
+
+def _cited_numbers(body: str) -> list[int]:
+    """The snippet numbers a citation line's body names, in order (not yet checked)."""
+    plain = _EMPHASIS.sub("", body)
+    if _is_citation_list(plain):
+        return [int(n) for n in _NUMBER.findall(plain)]
+    numbers: list[int] = []
+    for match in _MARKED.finditer(plain):
+        inside, marked = match.group(1), match.group(2)
+        if marked is not None:
+            numbers.append(int(marked))
+        elif _is_citation_list(inside):
+            numbers.extend(int(n) for n in _NUMBER.findall(inside))
+    return numbers
 
 
 def answer_with_model(
@@ -156,15 +245,18 @@ def answer_with_model(
     text, cited = split_citations(reply, len(consulted))
     if cited is None:
         if protocol.refuse_unparseable:
-            return ProtocolAnswer(text="", refused=True)
+            return ProtocolAnswer(text="", refused=True, attribution="unparsed")
+        attribution = "fallback"
         decider = None
         supporters = [e.id for e in consulted]
     elif not cited:
-        return ProtocolAnswer(text=text, annotated_text=text)
+        return ProtocolAnswer(text=text, annotated_text=text, attribution="none")
     elif len(cited) == 1:
+        attribution = "cited"
         decider = consulted[cited[0]].id
         supporters = []
     else:
+        attribution = "cited"
         decider = None
         supporters = [consulted[i].id for i in cited]
     by_id = {e.id: e for e in consulted}
@@ -172,9 +264,13 @@ def answer_with_model(
         supporters = [decider, *supporters]
         decider = None
     if decider is None and supporters and all(not by_id[s].may_decide for s in supporters):
-        return ProtocolAnswer(text="")
+        return ProtocolAnswer(text="", attribution=attribution)
     if not supporters and decider is None:
-        return ProtocolAnswer(text=text, annotated_text=text)
+        return ProtocolAnswer(text=text, annotated_text=text, attribution=attribution)
     return ProtocolAnswer(
-        text=text, deciding_entry=decider, supporting_entries=supporters, annotated_text=text
+        text=text,
+        deciding_entry=decider,
+        supporting_entries=supporters,
+        annotated_text=text,
+        attribution=attribution,
     )

@@ -20,13 +20,25 @@ __all__ = ["ProtocolAnswer", "QueryProtocol"]
 
 @record
 class ProtocolAnswer:
-    """An answer with its provenance. ``text == ""`` means memory is silent."""
+    """An answer with its provenance. ``text == ""`` means memory is silent.
+
+    ``attribution`` says how the provenance was found, so a host (and the ledger's
+    journal) can tell credit a model pointed at from credit spread for want of it:
+
+    * ``"local"``: no model; the best-ranked entry that may decide (the default);
+    * ``"cited"``: the model's SOURCES line named the snippets it used;
+    * ``"none"``: the model's SOURCES line said it used none (no provenance);
+    * ``"fallback"``: no SOURCES line could be read, so every consulted entry shares;
+    * ``"unparsed"``: no SOURCES line could be read and the protocol was built with
+      ``refuse_unparseable=True``: the answer is refused rather than spread.
+    """
 
     text: str
     deciding_entry: str | None = None
     supporting_entries: list[str] = field(default_factory=list)
     annotated_text: str = ""
     refused: bool = False
+    attribution: str = "local"
 
     @property
     def provenance(self) -> list[str]:

@@ -517,6 +517,20 @@ def _unit_vector() -> Callable[[bytes, int, int, int], list[float] | None] | Non
     return _compiled("unit_vector")  # type: ignore[no-any-return]
 
 
+def _usable(values: Sequence[float], source: str) -> list[float]:
+    """``values`` as a list of floats; ``ValueError`` when empty or not finite.
+
+    Such a vector cannot be compared with anything: its entry is dissimilar to every
+    other (similarity 0.0) and skipped in ranking, and it is never cached.
+    """
+    vec = list(map(float, values))
+    if not vec:
+        raise ValueError(f"{source} returned an empty vector")
+    if not all(map(math.isfinite, vec)):
+        raise ValueError(f"{source} returned a non-finite component")
+    return vec
+
+
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return _cosine_normed(a, _norm(a), b, _norm(b))
 
@@ -668,12 +682,7 @@ class EmbeddingRetriever:
         return [(entry_id, sim) for _, entry_id, sim in out]
 
     def _embed(self, text: str) -> list[float]:
-        vec = list(map(float, self.embed(text)))
-        if not vec:
-            raise ValueError("the embedding function returned an empty vector")
-        if not all(map(math.isfinite, vec)):
-            raise ValueError("the embedding function returned a non-finite component")
-        return vec
+        return _usable(self.embed(text), "the embedding function")
 
     def vector(self, entry: MemoryEntry) -> list[float]:
         """The entry's vector (embedded on first use, then cached)."""
@@ -695,23 +704,36 @@ class EmbeddingRetriever:
         entries: Iterable[MemoryEntry],
         batch_embed: Callable[[list[str]], Sequence[Sequence[float]]] | None = None,
     ) -> int:
-        """Embed every uncached entry now; returns how many were embedded."""
+        """Embed every uncached entry now; returns how many were embedded.
+
+        An entry whose vector is unusable (empty, or with a non-finite component) is
+        passed over and not cached, as ``rank`` passes it over: one such entry must not
+        stop the others being embedded (nor a consolidation that warms first). It is
+        asked for again next time, in case the embedding service recovers.
+        """
         todo = [e for e in entries if e.id not in self._vectors]
         if not todo:
             return 0
+        embedded = 0
         if batch_embed is None:
             for e in todo:
-                self._vector(e)
-            return len(todo)
+                try:
+                    self._vector(e)
+                except ValueError:
+                    continue
+                embedded += 1
+            return embedded
         vectors = batch_embed([e.text for e in todo])
         if len(vectors) != len(todo):
             raise ValueError(f"batch_embed returned {len(vectors)} vectors for {len(todo)} texts")
         for e, v in zip(todo, vectors, strict=True):
-            vec = [float(x) for x in v]
-            if not vec:
-                raise ValueError("batch_embed returned an empty vector")
+            try:
+                vec = _usable(v, "batch_embed")
+            except ValueError:
+                continue
             self._keep(e.id, vec)
-        return len(todo)
+            embedded += 1
+        return embedded
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         if not entries:
