@@ -163,12 +163,17 @@ def test_embedding_retriever_floor_and_persistence(tmp_path) -> None:
     assert calls == ["database files removed"]  # entry vector came from the file
 
 
-def test_embedding_retriever_rejects_empty_vectors() -> None:
-    r = EmbeddingRetriever(lambda text: [])
+def test_a_query_without_a_usable_vector_is_silence() -> None:
+    """As published: nothing can be similar to a query the model cannot embed."""
+    vectors = {"q a": [1.0, 0.0], "q": [], "q ": [], "nan": [math.nan, 1.0]}
+    r = EmbeddingRetriever(lambda text: vectors[text])
     store = MemoryStore(retriever=r)
     store.add(MemoryEntry("q", "a"))
+    assert store.retrieve("q") == []
+    assert store.retrieve("nan") == []
+    assert r.rank("q", store.alive()) == []
     with pytest.raises(ValueError, match="empty vector"):
-        store.retrieve("q")
+        r.vector(MemoryEntry("q", "", id="e" * 12))  # asked for directly, it says why
 
 
 UNEMBEDDABLE = MemoryEntry(

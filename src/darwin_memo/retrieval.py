@@ -642,7 +642,9 @@ class EmbeddingRetriever:
             ranked = self.rank(query, list(self._members.values()))
             return [(e.id, s) for e, s in ranked]
         self._fill(np)
-        q = self._embed(query)
+        q = self._query_vector(query)
+        if q is None:
+            return []
         if self._matrix is None or len(q) != self._matrix.shape[1]:
             return [(e.id, s) for e, s in self.rank(query, list(self._members.values()))]
         qv = np.asarray(q, dtype=np.float32)
@@ -683,6 +685,14 @@ class EmbeddingRetriever:
 
     def _embed(self, text: str) -> list[float]:
         return _usable(self.embed(text), "the embedding function")
+
+    def _query_vector(self, query: str) -> list[float] | None:
+        """The query's vector, or None when it has no usable one: memory is silent then
+        (as published), since nothing can be similar to it."""
+        try:
+            return self._embed(query)
+        except ValueError:
+            return None
 
     def vector(self, entry: MemoryEntry) -> list[float]:
         """The entry's vector (embedded on first use, then cached)."""
@@ -736,9 +746,9 @@ class EmbeddingRetriever:
         return embedded
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
-        if not entries:
+        q = self._query_vector(query) if entries else None
+        if q is None:
             return []
-        q = self._embed(query)
         q_norm = _norm(q)
         scored: list[tuple[MemoryEntry, float]] = []
         for entry in entries:
