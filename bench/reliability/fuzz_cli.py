@@ -11,6 +11,11 @@ store, seeded with 20 entries and a few open and settled tickets) it runs:
    ``PYTHONIOENCODING=utf-8`` stdout); corrupt, truncated, empty, deeply nested
    and wrong-shaped store files; an SQLite store from a newer schema (a row with
    version 999 in ``schema_migrations``) and SQLite stores with unreadable rows;
+   hostile stores (issue 33): a JSON store whose journal, lock or rotated journal is
+   a planted symbolic link (with a crafted ``journal_txn`` the journal lacks), and
+   SQLite stores with a crafted schema (a trigger, a recursive view in place of a
+   table, a virtual table, a table and an expression index of nobody's, a planted
+   ``-wal`` link);
 2. ``--cases`` random argv mutations (seeded) of valid commands: tokens
    replaced, inserted, deleted, duplicated, swapped or garbled with hostile
    strings; every ``--subprocess-every``-th one through a real
@@ -27,7 +32,9 @@ Targets, checked on every command (exit status 1 when any fails):
   and the like) balances, liveness, open tickets and tick are unchanged;
 * ``no_internal_errors``: no ``"code": "internal"`` (the CLI's own word for
   "an unexpected exception: please report it");
-* ``bad_inputs_refused``: inputs that must be refused (NaN delta, NUL, ...) are.
+* ``bad_inputs_refused``: inputs that must be refused (NaN delta, NUL, ...) are;
+* ``no_writes_through_links``: after a command on a hostile store, the file its
+  planted links lead to is unchanged and a missing one was not created.
 
 Failures that match a bug already reported in docs/reliability.md are marked
 with its id (``known_bug``); ``--allow-known`` exits 0 when only those fail.
@@ -220,9 +227,73 @@ def make_fixture(ctx: Ctx, name: str) -> Path:
         _sqlite_edit(src, dest, "UPDATE tickets SET data = 'nope' WHERE open = 1")
     elif name == "sqlite-missing-table":
         _sqlite_edit(src, dest, "DROP TABLE tickets")
+    elif name in HOSTILE_SQL:
+        shutil.copy(src, dest)
+        conn = sqlite3.connect(dest)
+        try:
+            for sql in HOSTILE_SQL[name]:
+                conn.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+    elif name == "sqlite-wal-link":
+        shutil.copy(src, dest)
+        Path(f"{dest}-wal").symlink_to(_bait(d))
+    elif name in ("json-journal-link", "json-lock-link", "json-rotated-link"):
+        payload = json.loads(raw)
+        payload["ledger"]["journal_txn"] = {
+            "id": "0badc0de0badc0de",
+            "events": [{"event": "tick", "tick": 99, "note": "$(touch PWNED)"}],
+        }
+        dest.write_text(json.dumps(payload), encoding="utf-8")
+        journal = dest.with_name(dest.stem + ".events.jsonl")
+        if name == "json-journal-link":
+            journal.symlink_to(_bait(d))
+        elif name == "json-lock-link":
+            dest.with_name(dest.name + ".lock").symlink_to(_bait(d, missing=True))
+        else:
+            shutil.copy(src.with_name(src.stem + ".events.jsonl"), journal)
+            journal.with_name(journal.name + ".1").symlink_to(_bait(d))
     else:  # pragma: no cover
         raise ValueError(name)
     return dest
+
+
+#: Crafted schemas: each must be refused, by name, before any of its SQL runs.
+HOSTILE_SQL = {
+    "sqlite-trigger": [
+        "CREATE TRIGGER boost AFTER INSERT ON events BEGIN UPDATE entries SET energy = 5; END"
+    ],
+    "sqlite-recursive-view": [
+        "DROP TABLE tickets",
+        "CREATE VIEW tickets (id, open, born_tick, data, version) AS WITH RECURSIVE "
+        "r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x, 1, 0, '{}', 0 FROM r",
+    ],
+    "sqlite-virtual-table": ["CREATE VIRTUAL TABLE search USING fts5(body)"],
+    "sqlite-foreign-table": ["CREATE TABLE exfil (x)"],
+    "sqlite-expression-index": ["CREATE INDEX sneaky ON entries(length(data) * 2)"],
+}
+#: Fixtures holding a planted link, and the bait its target is.
+LINK_FIXTURES = {"sqlite-wal-link", "json-journal-link", "json-lock-link", "json-rotated-link"}
+BAIT = b"# the victim's ~/.bashrc\nexport PATH=$HOME/bin:$PATH\n"
+
+
+def _bait(directory: Path, missing: bool = False) -> Path:
+    """The file a planted link leads to: fresh bait, or a name that must stay missing."""
+    bait = directory / ("bait-missing" if missing else "bait")
+    bait.unlink(missing_ok=True)
+    if not missing:
+        bait.write_bytes(BAIT)
+    return bait
+
+
+def bait_problem(fixtures: Path) -> str | None:
+    """What a command wrote through a planted link, if anything."""
+    if (fixtures / "bait").exists() and (fixtures / "bait").read_bytes() != BAIT:
+        return "the target of a planted link was written"
+    if os.path.lexists(fixtures / "bait-missing"):
+        return "the missing target of a planted link was created"
+    return None
 
 
 FIXTURES = {
@@ -230,12 +301,21 @@ FIXTURES = {
         "truncated-half", "truncated-100", "truncated-1", "empty", "garbage", "zeroed-header",
         "scribbled-middle", "sqlite-newer-schema", "sqlite-bad-entry-row",
         "sqlite-bad-meta-row", "sqlite-bad-ticket-row", "sqlite-missing-table",
+        *HOSTILE_SQL, "sqlite-wal-link",
     ],
     "json": [
         "truncated-half", "truncated-100", "truncated-1", "empty", "garbage", "json-array",
         "json-wrong-shape", "json-nan-energy", "json-invalid-utf8", "json-deep",
+        "json-journal-link", "json-lock-link", "json-rotated-link",
     ],
 }  # fmt: skip
+#: Operations each hostile JSON fixture must refuse: writers meet the planted journal
+#: or lock; ``verify`` reads the journal. (Reading the store alone needs neither.)
+JSON_LINK_REFUSED = {
+    "json-journal-link": {"add", "tick", "verify"},
+    "json-lock-link": {"add", "tick"},
+    "json-rotated-link": {"verify"},
+}
 
 
 # -- the fixed corpus ----------------------------------------------------------------------------
@@ -351,6 +431,13 @@ def corpus(backend: str) -> list[Case]:
            ["abandon", TICKET], ["add", "q?", "a."], ["forget", ENTRY], ["pin", ENTRY],
            ["tick"], ["obituary", ENTRY]]  # fmt: skip
     for fx in FIXTURES[backend]:
+        if fx in HOSTILE_SQL or fx in LINK_FIXTURES:
+            for i, op in enumerate(ops):
+                refused = fx.startswith("sqlite-") or op[0] in JSON_LINK_REFUSED[fx]
+                out.append(Case("hostile_store", ["ledger", FIXTURE, *op], fixture=fx,
+                                via="subprocess" if i in (0, 5) else "inprocess",
+                                expect_refused=refused))  # fmt: skip
+            continue
         for i, op in enumerate(ops):
             out.append(Case("broken_store", ["ledger", FIXTURE, *op], fixture=fx,
                             via="subprocess" if i in (0, 5) else "inprocess",
@@ -619,6 +706,10 @@ def run_case(x: Ctx, case: Case, cwd: Path, inprocess_only: bool = False) -> dic
             problems.append(("store_changed", "soft refusal but balances/tickets/tick changed"))
     if case.expect_refused and res.rc == 0 and not soft:
         problems.append(("accepted_bad_input", c.short(res.stdout.decode("utf-8", "replace"), 200)))
+    if case.fixture in LINK_FIXTURES:
+        wrote = bait_problem(target.parent)
+        if wrote:
+            problems.append(("link_written", wrote))
     outcome = (
         "verify_failed" if verdict
         else "refused" if refused
@@ -652,6 +743,7 @@ TARGETS = {
     "internal": "no_internal_errors",
     "accepted_bad_input": "bad_inputs_refused",
     "unsound": "live_store_verifies",
+    "link_written": "no_writes_through_links",
 }
 
 

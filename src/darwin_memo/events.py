@@ -8,6 +8,10 @@ of each tick, burials and merges.
 For JSON-file stores the journal is the published ``NAME.events.jsonl`` file,
 rotated logrotate-style at 10 MiB (``NAME.events.jsonl.1`` is the newest
 rotation). SQLite stores keep it in a table instead (see ``sqlite``).
+
+Journal files are opened without following symbolic links, and only if they are
+regular files (``storefiles.open_beside``): a journal planted as a link to some
+other file is refused with one line naming it, never appended to nor read.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from .jsonfile import loads
+from .storefiles import check_beside, open_beside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,7 +116,7 @@ def event_log_paths(path: str | Path, keep: int = EVENT_LOG_KEEP) -> list[Path]:
             if suffix.isdigit():
                 rotated.append((int(suffix), child))
     ordered = [c for _, c in sorted(rotated, reverse=True)]
-    if p.exists():
+    if os.path.lexists(p):  # (a dangling link too: reading it is refused by name)
         ordered.append(p)
     return ordered
 
@@ -135,7 +140,7 @@ class EventLog:
         if self.max_bytes <= 0 or self.keep <= 0:
             return
         try:
-            size = self.path.stat().st_size
+            size = os.lstat(self.path).st_size  # (``append`` refused a link before this)
         except FileNotFoundError:
             return
         if size < self.max_bytes:
@@ -145,18 +150,25 @@ class EventLog:
             oldest.unlink()
         for k in range(self.keep - 1, 0, -1):
             src = self.path.with_name(f"{self.path.name}.{k}")
-            if src.exists():
+            if os.path.lexists(src):  # a rename moves a link, never its target
                 os.replace(src, self.path.with_name(f"{self.path.name}.{k + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
+    def check_writable(self) -> None:
+        """Refuse (``StoreError``) a journal that is a link or not a regular file, so a
+        writer can stop before it changes the store."""
+        check_beside(self.path)
+
     def append(self, events: Iterable[dict[str, Any]]) -> None:
-        """Append events (one write, fsynced). Non-finite numbers are refused."""
+        """Append events (one write, fsynced). Non-finite numbers are refused, and so is
+        a journal that is a symbolic link or not a regular file (``StoreError``)."""
         lines = [json.dumps(e, ensure_ascii=False, allow_nan=False) for e in events]
         if not lines:
             return
+        check_beside(self.path)  # before a rotation renames anything
         self._rotate()
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = open_beside(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, data)
             os.fsync(fd)
@@ -164,11 +176,12 @@ class EventLog:
             os.close(fd)
 
     def read(self) -> Iterator[dict[str, Any]]:
-        """Every readable event, oldest first; unparseable lines are skipped."""
+        """Every readable event, oldest first; unparseable lines are skipped. A journal
+        file that is a link or not a regular file is refused (``StoreError``)."""
         for path in event_log_paths(self.path, self.keep):
             try:
-                fh = path.open("rb")
-            except OSError:
+                fh = os.fdopen(open_beside(path, os.O_RDONLY), "rb")
+            except OSError:  # rotated away meanwhile, unreadable: as before, passed by
                 continue
             with fh:
                 for raw in fh:
@@ -182,7 +195,7 @@ class EventLog:
     def tail_contains(self, txn: str, window: int = 1 << 20) -> bool:
         """Whether a transaction id appears near the end of the live file."""
         try:
-            with self.path.open("rb") as fh:
+            with os.fdopen(open_beside(self.path, os.O_RDONLY), "rb") as fh:
                 fh.seek(0, os.SEEK_END)
                 size = fh.tell()
                 fh.seek(max(0, size - window))

@@ -9,6 +9,10 @@ refused (JSON has none, and JavaScript hosts cannot parse ``Infinity``).
 ``store_lock`` serializes processes on a ``NAME.lock`` sidecar. Unlike the
 published package, a contended lock is waited for (up to ``timeout`` seconds)
 instead of failing at once, and only then raises ``StoreLockedError``.
+
+Nothing here writes through a link planted beside a store: the lock is opened
+without following one (``storefiles.open_beside``), and a temporary file is
+created exclusively (``mkstemp``) and given its mode through its descriptor.
 """
 
 from __future__ import annotations
@@ -125,7 +129,12 @@ def store_lock(path: str | Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Itera
     lp = lock_path(path)
     if not lp.parent.is_dir():
         raise StoreNotFound(f"{Path(path)}: the directory {lp.parent} does not exist")
-    fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o600)
+    from .storefiles import open_beside
+
+    try:  # a lock planted as a link would create (or lock) the link's target
+        fd = open_beside(lp, os.O_RDWR | os.O_CREAT, 0o600)
+    except PermissionError:
+        raise StoreError(f"cannot lock {Path(path)}: permission denied creating {lp}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -368,8 +377,11 @@ def replace_file(path: Path, data: bytes, mode: int) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            if hasattr(os, "fchmod"):  # the file we made, not whatever has its name now
+                os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+        if not hasattr(os, "fchmod"):  # pragma: no cover - Windows before 3.13
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -17,7 +17,14 @@ from .backends.driver import sqlite3
 from .errors import StoreFormatError
 from .types import utc_now_iso
 
-__all__ = ["MIGRATIONS", "apply_migrations", "schema_version"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_INDEXES",
+    "SCHEMA_TABLES",
+    "apply_migrations",
+    "foreign_objects",
+    "schema_version",
+]
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[int, str, Migration]] = []
@@ -89,6 +96,79 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 #: Tables every store has had since its first version. Commands read some of them only
 #: when they need them (open tickets, entry rows), so a missing one is caught at open.
 CORE_TABLES = frozenset({"meta", "entries", "tickets", "notes", "events"})
+
+
+#: Every table some schema version has held (a later migration may drop one), and
+#: ``schema_migrations``. ``tests/test_hostile_stores.py`` runs the migrations one by
+#: one and checks that these two sets name exactly what they create.
+SCHEMA_TABLES = frozenset(
+    {
+        "blocks", "counters", "energy_sums", "entries", "events", "lineage", "merge_notes",
+        "meta", "notes", "packs", "postings", "schema_migrations", "settled", "tickets",
+        "tokens",
+    }
+)  # fmt: skip
+#: Every index some schema version has held (SQLite's own ``sqlite_autoindex_*`` aside).
+SCHEMA_INDEXES = frozenset(
+    {
+        "entries_alive", "entries_balance", "entries_by_version", "entries_damaged",
+        "entries_death", "events_by_ts", "notes_by_entry", "tickets_by_version",
+        "tickets_open",
+    }
+)  # fmt: skip
+#: Tables SQLite makes itself (AUTOINCREMENT, ANALYZE), which hold no code.
+_SQLITE_TABLES = frozenset(
+    {"sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"}
+)
+
+
+def foreign_objects(conn: sqlite3.Connection, *, code_only: bool = False) -> list[str]:
+    """Schema objects no darwin-memo version creates, as ``"trigger 'name'"`` words.
+
+    A store may come from anyone (a cloned repository, a shared folder). A trigger
+    runs its SQL in the process that writes the table, a view named like one of our
+    tables runs its query (a recursive one never ends) wherever we read that table,
+    and a virtual table runs its module's code: none of them is ever ours, so a
+    store holding one is refused before any statement touches its tables. With
+    ``code_only`` only those are listed; otherwise also tables we do not know and
+    indexes we do not know that compute something (an expression or a ``WHERE``).
+    A plain index on our columns runs nothing (someone's own index for their
+    queries): it is left alone. Names are given as ``ascii()`` writes them, so a
+    crafted name cannot write to a terminal.
+    """
+    found: list[str] = []
+    for kind, name, table, sql in conn.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master"
+    ):
+        name, table = str(name), str(table)
+        virtual = isinstance(sql, str) and sql.lstrip()[:14].upper() == "CREATE VIRTUAL"
+        if kind == "table" and not virtual:
+            if code_only or name in SCHEMA_TABLES or name in _SQLITE_TABLES:
+                continue
+        elif kind == "table":
+            kind = "virtual table"
+        elif kind == "index" and (
+            code_only or name in SCHEMA_INDEXES or _plain_index(conn, name, table, sql)
+        ):
+            continue
+        found.append(f"{kind} {name[:80]!a}")
+    return found
+
+
+def _plain_index(conn: sqlite3.Connection, name: str, table: str, sql: object) -> bool:
+    """An index of SQLite's own, or one on columns of our tables with no expression
+    and no ``WHERE`` (nothing in it is computed)."""
+    if table not in SCHEMA_TABLES:
+        return False
+    if sql is None:  # UNIQUE and PRIMARY KEY indexes SQLite makes
+        return name.startswith("sqlite_autoindex_")
+    partial = conn.execute(
+        "SELECT partial FROM pragma_index_list(?) WHERE name = ?", (table, name)
+    ).fetchone()
+    computed = conn.execute(
+        "SELECT count(*) FROM pragma_index_xinfo(?) WHERE cid = -2", (name,)
+    ).fetchone()
+    return partial is not None and not partial[0] and not computed[0]
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -1,11 +1,13 @@
 """Open a store only to read it, with no side effects on the files.
 
-``Ledger.open`` on a JSON store takes the store's lock and may finish a crashed
-writer's journal append, which writes ``NAME.lock`` and ``NAME.events.jsonl``.
-Readers that must leave a directory as they found it (``render``, and
-``settle-ci`` reading the base commit's store) read a JSON store as the
-published package did: one decode of a file that writers replace atomically.
-SQLite stores are opened normally (read transactions never write rows).
+``Ledger.open`` on a JSON store takes the store's lock, which creates
+``NAME.lock`` (never through a link), but it does not finish a crashed writer's
+journal append (see ``backends.jsonstore``). Readers that must leave a directory
+as they found it and need
+only the population (``render``, ``query``, ``stats``, and ``settle-ci`` reading
+the base commit's store) read a JSON store as the published package did: one
+decode of a file that writers replace atomically. SQLite stores are opened
+normally (read transactions never write rows).
 """
 
 from __future__ import annotations

@@ -8,8 +8,17 @@ is replaced atomically.
 
 The journal is the published ``NAME.events.jsonl``. To survive a crash between
 writing the store and appending the journal, the store file carries the last
-transaction's events (``ledger.journal_txn``); whoever next takes the lock
-appends them if the journal does not already hold them.
+transaction's events (``ledger.journal_txn``); the next write appends them, under
+the lock, if the journal does not already hold them.
+
+Reading writes nothing but the lock (taken for each load, as the published
+package does, and opened without following a link): a transaction the journal
+lacks is not appended by a reader but shown by ``events`` from the store file,
+with a one-line notice on stderr. The file and its ``journal_txn`` may be
+anyone's (a cloned repository): a read-looking command must never append them to
+whatever the journal's name leads to. Every write first checks that the journal
+is a regular file, not a link (``storefiles``), so a refused write leaves the
+store as it was.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from ..jsonfile import (
     write_json_atomic,
 )
 from ..store import MemoryStore
+from ..storefiles import notice_once, warn_if_exposed
 
 if TYPE_CHECKING:
     from ..ledger import Changes, Ledger
@@ -59,12 +69,14 @@ class JsonBackend:
             if not self.path.parent.is_dir():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
         self._signature: tuple[int, int, int] | None = None
+        self._pending_txn: Any = None  # the store file's ``journal_txn``, as last read
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None
+        warn_if_exposed(self.path, st)
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _read(self, ledger: Ledger) -> None:
@@ -90,13 +102,23 @@ class JsonBackend:
         self._pending_txn = block.get("journal_txn") if isinstance(block, dict) else None
         self._signature = signature
 
-    def _recover_journal(self) -> None:
+    def _unjournaled(self) -> list[dict[str, Any]]:
+        """The store file's last transaction's events when the journal lacks them
+        (a writer stopped between the two writes), else nothing."""
         txn = self._pending_txn
         if not isinstance(txn, dict) or not isinstance(txn.get("id"), str):
-            return
+            return []
         events = txn.get("events")
-        if isinstance(events, list) and not self.journal.tail_contains(txn["id"]):
-            self.journal.append(e for e in events if isinstance(e, dict))
+        if not isinstance(events, list) or self.journal.tail_contains(txn["id"]):
+            return []
+        return [e for e in events if isinstance(e, dict)]
+
+    def _recover_journal(self) -> None:
+        """Append what ``_unjournaled`` finds (writers only, under the lock)."""
+        missing = self._unjournaled()
+        if missing:
+            self.journal.append(missing)
+        self._pending_txn = None
 
     def _set_aside_orphan_journal(self) -> None:
         """A journal without its store (a store deleted by hand, an interrupted copy)
@@ -107,7 +129,7 @@ class JsonBackend:
             self.journal.path,
             *self.journal.path.parent.glob(self.journal.path.name + ".[0-9]*"),
         ]:
-            if path.exists():
+            if os.path.lexists(path):  # (a rename moves a link, never its target)
                 stamp = utc_now_iso().replace(":", "")
                 os.replace(path, path.with_name(f"{path.name}.orphan-{stamp}"))
 
@@ -116,10 +138,10 @@ class JsonBackend:
             self._read(ledger)
             return
         with store_lock(self.path, self.lock_timeout):
+            # No journal append here (see the module docstring): a writer killed
+            # between the store write and the journal append left its events in the
+            # store file; ``events`` shows them, and the next ``transaction`` appends them.
             self._read(ledger)
-            # A writer killed between the store write and the journal append left
-            # its events in the store file: finish its append before anyone reads.
-            self._recover_journal()
 
     def refresh(self, ledger: Ledger) -> None:
         if self._stat() != self._signature:
@@ -132,9 +154,11 @@ class JsonBackend:
             if self._stat() != self._signature or getattr(ledger, "_stale", False):
                 self._read(ledger)
                 ledger._stale = False
-            self._recover_journal()
             if self._signature is None:
                 self._set_aside_orphan_journal()
+            # Refused before anything is written: a journal planted as a link.
+            self.journal.check_writable()
+            self._recover_journal()
             try:
                 ledger._begin_journal(changes)
                 yield
@@ -157,14 +181,24 @@ class JsonBackend:
                     raise
             self.created = self.created or self._signature is None
             self._signature = self._stat()
-            self._pending_txn = None
+            self._pending_txn = payload["ledger"]["journal_txn"]  # until appended
             self.journal.append(changes.events)
+            self._pending_txn = None
 
     def history(self, entry_id: str) -> list[Any]:
         raise NotImplementedError  # notes live in the ledger's memory for JSON stores
 
     def events(self) -> Iterator[dict[str, Any]]:
-        return self.journal.read()
+        missing = self._unjournaled()
+        yield from self.journal.read()
+        if missing:
+            notice_once(
+                "unjournaled:" + str(self.path),
+                f"{self.path}: its last transaction is not in {self.journal.path.name} "
+                "yet (a writer stopped between the two files); it is shown from the "
+                "store, and the next write adds it to the journal",
+            )
+            yield from missing
 
     def close(self) -> None:
         return None

@@ -7,6 +7,17 @@ reading only rows whose ``version`` is newer than the one it last saw, runs,
 and writes only the entries and tickets it touched plus its events and notes.
 A crash at any moment leaves the previous transaction's state: SQLite's
 journal makes each one all-or-nothing.
+
+A store file may come from anyone, and its schema is code SQLite runs. So every
+connection runs with ``PRAGMA trusted_schema=OFF`` (the schema may not call our
+SQL functions nor unsafe ones), a store holding a trigger, a view, a virtual table,
+a table no darwin-memo version creates or an index of its own that computes
+something is refused when it is opened (and when its schema changes while open),
+with one line naming them
+(``migrations.foreign_objects``), and every statement runs under a deadline
+(``STATEMENT_DEADLINE``, checked by SQLite's progress handler), so nothing a file
+holds can keep a command spinning. SQLite itself opens its ``-wal``, ``-shm`` and
+``-journal`` files without following links; a link planted there is named here.
 """
 
 from __future__ import annotations
@@ -14,12 +25,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from ..events import pack_record, unpack_record
 from ..jsonfile import loads
-from ..migrations import MIGRATIONS, apply_migrations, schema_version
+from ..migrations import MIGRATIONS, apply_migrations, foreign_objects, schema_version
+from ..storefiles import warn_if_exposed
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 from .driver import sqlite3
 
@@ -31,9 +44,63 @@ if TYPE_CHECKING:
     from ..ledger import Changes, Ledger, Ticket
     from .sqlstore import SqlStore
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "SqliteBackend"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "STATEMENT_DEADLINE", "SqliteBackend"]
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+
+#: Seconds one SQL statement (with the reading of its rows) may run before SQLite is
+#: told to stop it. Far above any statement of ours (a consolidating tick of a 1M
+#: store is under a minute in all); what it stops is a statement that would not end.
+STATEMENT_DEADLINE = 300.0
+#: SQLite virtual-machine instructions between two looks at the clock (well under a
+#: millisecond of work).
+_PROGRESS_STEPS = 100_000
+
+
+class _Deadline:
+    """SQLite's progress handler: stops a statement that runs past ``limit`` seconds.
+
+    ``start`` is stamped by ``_GuardedConnection`` as each statement is run; waiting
+    for another process's lock runs no instructions, so it is not counted here.
+    """
+
+    __slots__ = ("limit", "overran", "started")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.started = time.monotonic()
+        self.overran = False
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self.overran = False
+
+    def __call__(self) -> int:
+        if time.monotonic() - self.started > self.limit:
+            self.overran = True
+            return 1  # SQLite stops the statement: OperationalError "interrupted"
+        return 0
+
+
+class _GuardedConnection(sqlite3.Connection):
+    """A connection whose every statement runs under a ``_Deadline``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = _Deadline(STATEMENT_DEADLINE)
+        self.set_progress_handler(self.deadline, _PROGRESS_STEPS)
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:
+        self.deadline.start()
+        return super().execute(*args)
+
+    def executemany(self, *args: Any) -> sqlite3.Cursor:
+        self.deadline.start()
+        return super().executemany(*args)
+
+    def executescript(self, *args: Any) -> sqlite3.Cursor:
+        self.deadline.start()
+        return super().executescript(*args)
 
 
 #: What ``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
@@ -99,10 +166,21 @@ class SqliteBackend:
             self.created = self._create()
         if os.path.isdir(self.file):
             raise StoreFormatError(f"{self.file} is a directory, not a store")
-        if os.path.getsize(self.file) == 0:
+        try:
+            st = os.stat(self.file)
+        except FileNotFoundError:  # a dangling link named as the store
+            raise StoreNotFound(f"{self.file}: no such store (a link to nothing)") from None
+        if st.st_size == 0:
             raise StoreFormatError(
                 f"{self.file} is empty: not a darwin-memo store (refusing to use it)"
             )
+        warn_if_exposed(self.file, st)
+        for suffix in ("-wal", "-shm", "-journal"):  # SQLite would only say "unable to open"
+            if os.path.islink(self.file + suffix):
+                raise StoreError(
+                    f"{self.file + suffix} is a symbolic link: beside a store, darwin-memo "
+                    "uses regular files only and never follows a link (remove it and retry)"
+                )
         if not is_live_sqlite(self.file):  # see backends._LIVE_SQLITE: never reopen a live file
             with open(self.file, "rb") as fh:
                 if fh.read(16) != b"SQLite format 3\x00":
@@ -111,8 +189,17 @@ class SqliteBackend:
                     )
         try:
             self.conn = sqlite3.connect(
-                self.file, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+                self.file,
+                timeout=self.lock_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=_GuardedConnection,
             )
+            # Before any statement reads a table: the schema is the file's, not ours.
+            self.conn.execute("PRAGMA trusted_schema=OFF")
+            self._refuse_foreign_objects(code_only=True)
+            if schema_version(self.conn) <= len(MIGRATIONS):  # (a newer one: refused below)
+                self._refuse_foreign_objects()
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self._synchronous = "FULL"
@@ -171,8 +258,25 @@ class SqliteBackend:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp + suffix)
 
+    def _refuse_foreign_objects(self, *, code_only: bool = False) -> None:
+        """``StoreFormatError`` naming the schema objects no darwin-memo version creates
+        (``migrations.foreign_objects``)."""
+        found = foreign_objects(self.conn, code_only=code_only)
+        if found:
+            more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+            raise StoreFormatError(
+                f"{self.file} holds {', '.join(found[:5])}{more}, which darwin-memo never "
+                "creates (refusing to open it: its SQL would run in this process)"
+            )
+
     def _raise(self, exc: sqlite3.Error, doing: str) -> None:
         message = str(exc)
+        deadline = getattr(self.__dict__.get("conn"), "deadline", None)
+        if message == "interrupted" and deadline is not None and deadline.overran:
+            raise StoreFormatError(
+                f"{self.path}: an SQL statement ran past {deadline.limit:g} s while trying to "
+                f"{doing} and was stopped (a crafted or damaged store?)"
+            ) from None
         if "locked" in message or "busy" in message:
             raise StoreLockedError(
                 f"{self.path} stayed locked by another writer for {self.lock_timeout:g} s "
@@ -311,6 +415,8 @@ class SqliteBackend:
         cookie = self._cookie()
         if cookie == self._schema_cookie:
             return
+        # (a trigger added while this process had it open)
+        self._refuse_foreign_objects(code_only=True)
         version, known = schema_version(self.conn), len(MIGRATIONS)
         if version > known:
             raise StoreFormatError(
@@ -318,6 +424,7 @@ class SqliteBackend:
                 f"darwin-memo while this process had it open (this one understands {known}); "
                 "upgrade darwin-memo here and restart this process"
             )
+        self._refuse_foreign_objects()
         self._schema_cookie = cookie
 
     def _sync(self, ledger: Ledger) -> None:

@@ -19,6 +19,9 @@ __all__ = [
 ]
 
 MAX_QUERY_CHARS = 64 * 1024
+#: The longest text any argument takes (an answer: 1 MiB characters). Stdin is read
+#: up to what that many characters can take in UTF-8 and no further.
+MAX_TEXT_CHARS = 1024 * 1024
 DEMO_SEED = 11
 POISON_SOURCE = "forum-post"
 
@@ -69,11 +72,13 @@ def query_text(text: str, what: str = "the query", limit: int = MAX_QUERY_CHARS)
 _stdin_used = False
 
 
-def read_text_arg(value: str, what: str) -> str:
+def read_text_arg(value: str, what: str, limit: int = MAX_TEXT_CHARS) -> str:
     """An argument, or the whole of stdin when it is ``-`` (for text over 128 KiB).
 
     One trailing line break is dropped (``echo text |`` adds it), as a shell drops
-    it from ``$(...)``; anything else is kept as sent.
+    it from ``$(...)``; anything else is kept as sent. Stdin is read only up to the
+    bytes ``limit`` characters can take (4 a character, and a CRLF): more is refused
+    without reading the rest, so a 200 MB stream costs a few megabytes, not 400.
     """
     global _stdin_used
     if value != "-":
@@ -81,7 +86,12 @@ def read_text_arg(value: str, what: str) -> str:
     if _stdin_used:
         raise CliError(f"{what}: stdin (-) can only be used for one argument")
     _stdin_used = True
-    raw = sys.stdin.buffer.read()
+    cap = 4 * limit + 2
+    raw = sys.stdin.buffer.read(cap + 1)
+    if len(raw) > cap:
+        raise CliError(
+            f"{what} read from stdin is over {cap:,} bytes; the limit is {limit:,} characters"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
