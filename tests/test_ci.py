@@ -474,7 +474,7 @@ def test_unusable_junit_files_abstain(
 
 def test_the_example_script_runs_the_pattern_end_to_end(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ci_settlement.py"), str(tmp_path)],
+        [sys.executable, str(ROOT / "examples" / "06_ci_lesson_store.py"), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,6 @@
-"""The "lesson store settled by CI" pattern, end to end, on this machine.
+"""06: a CI lesson store, settled by the change in passing tests.
+
+The primary production shape, end to end, on this machine.
 
 What happens in a repository that uses docs/github-actions/darwin-memo.yml:
 
@@ -13,7 +15,7 @@ What happens in a repository that uses docs/github-actions/darwin-memo.yml:
 This script plays every part in a temporary directory: a tiny project whose
 rounding helper fails its tests, a lesson about the fix, the agent's ticket,
 both test runs (real pytest runs writing junit XML), the settlement and the
-render. Run it with ``python examples/ci_settlement.py``; it needs pytest and
+render. Run it with ``python examples/06_ci_lesson_store.py``; it needs pytest and
 darwin-memo installed, and keeps its files if given a directory to work in.
 """
 
