@@ -335,6 +335,7 @@ def test_block_at_and_measure(tester: EthereumTester, rpc: EvmRpc) -> None:
     assert settler.measure(stamps[4], stamps[4] + 5) == 0.0
     # The published keyword names.
     assert settler.measure(start_ts=genesis, end_ts=stamps[4]) == 8.0 * ETH
+    assert settler.measure(start_timestamp=genesis, end_timestamp=stamps[4]) == 8.0 * ETH
 
 
 # -- ERC-20 -------------------------------------------------------------------------------
@@ -494,6 +495,9 @@ def test_argument_validation() -> None:
         EvmSettler(ZERO, rpc="http://127.0.0.1:1", token="nope")
     with pytest.raises(ValueError):
         EvmRpc("ftp://example")
+    for bad_timeout in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            EvmRpc("http://127.0.0.1:1", timeout=bad_timeout)
     settler = EvmSettler(ZERO, rpc="http://127.0.0.1:1")
     with pytest.raises(ValueError):
         settler.tx_cost("0x12")

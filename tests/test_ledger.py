@@ -167,7 +167,8 @@ def test_import_on_probation(make: Factory) -> None:
     ledger.settle(ticket.id, 1.0)
     ledger = reopen(make, ledger)
     adopted = ledger.store.get(old.id)
-    assert adopted is not None and adopted.probation == 2
+    # Riding along behind another entry's decision earns credit, not trust (issue 33).
+    assert adopted is not None and adopted.probation == 3 and adopted.energy > 1.0
     assert ledger.verify() == []
 
 
@@ -702,3 +703,12 @@ def test_an_operation_on_another_thread_waits_for_the_running_one(
     assert [e.question for e in ledger.store.alive()] == ["how do I restart the api?"]
     if durable:
         ledger.close()
+
+
+def test_a_tick_with_nothing_to_charge_reports_plain_zero() -> None:
+    """``-0.0`` would print as ``-0.0`` in the published JSON: no upkeep is ``0.0``."""
+    import math
+
+    tick = Ledger(MemoryStore()).tick()
+    assert tick["upkeep_charged"] == 0.0
+    assert math.copysign(1.0, tick["upkeep_charged"]) == 1.0

@@ -187,7 +187,10 @@ def test_ui_serve_returns_the_running_server(json_ledger: Ledger, tmp_path: Path
     try:
         assert isinstance(server, ui.DashboardServer)
         assert server.server_address[0] == "127.0.0.1" and server.port > 0
-        with urllib.request.urlopen(server.url + "/api/entries", timeout=30) as reply:
+        entries = urllib.request.Request(  # the API needs the per-run token (issue 33)
+            server.url + "/api/entries", headers={"X-Darwin-Memo-Token": server.token}
+        )
+        with urllib.request.urlopen(entries, timeout=30) as reply:
             body = json.loads(reply.read())
         assert [row["id"] for row in body["entries"]] == [e.id for e in json_ledger.store.alive()]
     finally:
@@ -201,7 +204,7 @@ def test_ui_serve_is_a_context_manager_and_refuses_remote_hosts(
     json_ledger: Ledger, tmp_path: Path
 ) -> None:
     with ui.serve(tmp_path / "lessons.json", port=0, host="localhost") as server:
-        with urllib.request.urlopen(server.url + "/api/version", timeout=30) as reply:
+        with urllib.request.urlopen(server.page_url, timeout=30) as reply:
             assert reply.status == 200
         thread = server.thread
     assert thread is not None and not thread.is_alive()

@@ -376,6 +376,7 @@ def _raw_get(server: Any, host: str | None) -> tuple[int, bytes]:
     conn.putrequest("GET", "/api/version", skip_host=True)
     if host is not None:
         conn.putheader("Host", host)
+    conn.putheader("X-Darwin-Memo-Token", server.token)
     conn.endheaders()
     response = conn.getresponse()
     body = response.read()
@@ -734,11 +735,17 @@ def test_cli_serves_until_interrupted(scenario: Scenario, tmp_path: Path) -> Non
         assert proc.stdout is not None
         line = proc.stdout.readline()
         match = re.fullmatch(
-            r"darwin-memo ui: (http://127\.0\.0\.1:(\d+))  \(ctrl-c to stop\)\n", line
+            r"darwin-memo ui: (http://127\.0\.0\.1:(\d+))/\?token=([\w-]+)  "
+            r"\(ctrl-c to stop\)\n",
+            line,
         )
         assert match, line
         conn = http.client.HTTPConnection("127.0.0.1", int(match.group(2)), timeout=30)
         conn.request("GET", "/api/summary")
+        response = conn.getresponse()
+        assert response.status == 403  # no token
+        response.read()
+        conn.request("GET", "/api/summary", headers={"X-Darwin-Memo-Token": match.group(3)})
         response = conn.getresponse()
         assert response.status == 200
         assert json.loads(response.read())["counts"]["pending"] == 1
@@ -780,7 +787,7 @@ def test_cli_port_in_use_is_one_line(scenario: Scenario) -> None:
 
 
 def test_make_server_refuses_remote_unless_allowed(scenario: Scenario) -> None:
-    with pytest.raises(ui.UiError, match="no authentication"):
+    with pytest.raises(ui.UiError, match="loopback only"):
         ui.make_server(scenario.path, port=0, host="0.0.0.0")
     server = ui.make_server(scenario.path, port=0, host="0.0.0.0", allow_remote=True)
     try:
@@ -798,7 +805,7 @@ def test_serve_warns_about_remote_access(
     monkeypatch.setattr(ui.DashboardServer, "serve_forever", interrupt)
     assert ui.serve_until_stopped(scenario.path, port=0, host="0.0.0.0", allow_remote=True) == 0
     err = capsys.readouterr().err
-    assert "NO authentication" in err and "0.0.0.0" in err
+    assert "token can read every entry" in err and "0.0.0.0" in err
 
 
 def test_cli_parsing_does_not_load_the_server() -> None:

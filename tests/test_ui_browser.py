@@ -145,7 +145,7 @@ def watch(browser: Any) -> Iterator[PageWatch]:
 
 def open_dashboard(watch: PageWatch, server: Any) -> Any:
     page = watch.page
-    page.goto(server.url + "/")
+    page.goto(server.page_url)
     page.wait_for_function("() => Number(document.body.dataset.refreshes || 0) >= 1")
     return page
 
@@ -175,7 +175,11 @@ def test_cards_charts_and_tables_show_the_store(
     assert text(page, "[data-card=energy] .value") == f"{stats['total_energy']:,.3f}"
 
     # Charts: one point per tick, a bar per cause and tick that saw deaths.
-    series = page.evaluate("() => fetch('/api/series').then(r => r.json())")
+    series = page.evaluate(
+        "token => fetch('/api/series', {headers: {'X-Darwin-Memo-Token': token}})"
+        ".then(r => r.json())",
+        server.token,
+    )
     ticks = [r for r in series["ticks"] if not r.get("open")]
     population = page.locator("#chart-population svg [data-series=population] circle")
     assert population.count() == len(ticks) == tick

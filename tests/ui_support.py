@@ -98,6 +98,12 @@ class ServerProcess:
     url: str
     port: int
     proc: subprocess.Popen[str]
+    token: str = ""
+
+    @property
+    def page_url(self) -> str:
+        """The printed address: the page with its token."""
+        return f"{self.url}/?token={self.token}"
 
 
 def interruptible() -> None:
@@ -141,13 +147,17 @@ def running(
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    match = re.fullmatch(r"darwin-memo ui: (http://127\.0\.0\.1:(\d+))  \(ctrl-c to stop\)\n", line)
+    match = re.fullmatch(
+        r"darwin-memo ui: (http://127\.0\.0\.1:(\d+))/\?token=([A-Za-z0-9_-]{32})  "
+        r"\(ctrl-c to stop\)\n",
+        line,
+    )
     if match is None:
         proc.kill()
         _, err = proc.communicate(timeout=30)
         raise AssertionError(f"darwin-memo ui did not start: {line!r} {err!r}")
     try:
-        yield ServerProcess(match.group(1), int(match.group(2)), proc)
+        yield ServerProcess(match.group(1), int(match.group(2)), proc, match.group(3))
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -165,12 +175,18 @@ def fetch(
     *,
     method: str = "GET",
     headers: dict[str, str] | None = None,
+    token: bool = True,
 ) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of one request (errors are answers, not exceptions)."""
+    """Status, headers and body of one request (errors are answers, not exceptions).
+
+    An ``/api/`` request carries the server's token unless ``headers`` say otherwise
+    (``token=False`` sends none).
+    """
     data = b"{}" if method in ("POST", "PUT", "PATCH") else None
-    request = urllib.request.Request(
-        server.url + path, method=method, headers=headers or {}, data=data
-    )
+    headers = dict(headers or {})
+    if token and path.startswith("/api/"):
+        headers.setdefault("X-Darwin-Memo-Token", server.token)
+    request = urllib.request.Request(server.url + path, method=method, headers=headers, data=data)
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, dict(response.headers), response.read()

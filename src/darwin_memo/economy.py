@@ -16,18 +16,22 @@ loss is still made, as published, but it is posted as ``cap`` with the merge.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from .records import field, record
 
 __all__ = [
     "CREDIT_GAIN",
     "MAX_ENERGY",
+    "MAX_MAGNITUDE",
     "MIN_UPKEEP_SCALE",
     "SPAWN_ENERGY",
     "SUPPORTING_SHARE",
     "UPKEEP",
     "Books",
+    "bounded",
     "credit_amount",
+    "safe_sum",
 ]
 
 SPAWN_ENERGY = 1.0
@@ -37,6 +41,12 @@ CREDIT_GAIN = 0.6
 SUPPORTING_SHARE = 0.25
 #: The smallest upkeep multiplier a per-entry scale may ask for.
 MIN_UPKEEP_SCALE = 0.25
+#: The largest magnitude a settled delta or a stored balance may have (10^15). No real
+#: measurement comes near it (a petabyte counted in bytes), and any number of values
+#: within it sum without overflowing a float: a settle beyond it is rejected like a NaN
+#: delta, a store holding a balance beyond it is refused (or clamped when read
+#: leniently), and reports clamp what they read from a journal to it.
+MAX_MAGNITUDE = 1e15
 
 #: Reasons a posting may carry. Positive amounts flow into the population.
 REASONS = (
@@ -61,6 +71,22 @@ def credit_amount(delta: float, resource_scale: float, gain: float = CREDIT_GAIN
     if not (math.isfinite(delta) and math.isfinite(resource_scale)) or resource_scale <= 0:
         return 0.0
     return gain * math.tanh(delta / resource_scale)
+
+
+def bounded(x: float) -> float:
+    """``x`` clamped to ``[-MAX_MAGNITUDE, MAX_MAGNITUDE]`` (NaN becomes 0.0).
+
+    What reports apply to every number they read from a journal or a store, so that
+    a hand-edited ``1e308`` reads as a large number instead of overflowing a sum.
+    """
+    if x != x:  # NaN
+        return 0.0
+    return max(-MAX_MAGNITUDE, min(MAX_MAGNITUDE, x))
+
+
+def safe_sum(values: Iterable[float]) -> float:
+    """An exact sum (``math.fsum``) that cannot overflow: each value is ``bounded``."""
+    return math.fsum(bounded(v) for v in values)
 
 
 @record

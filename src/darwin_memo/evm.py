@@ -28,19 +28,23 @@ standard library (``urllib``) and hands them to ``Ledger.settle``::
   defence.
 * Every failure (network, HTTP, a JSON-RPC error object, a reply that does not
   decode) is ``EvmRpcError``: a settlement should then be skipped, not guessed.
+  The transport is ``darwin_memo.httpwire``: ``timeout`` is a deadline for the
+  whole reply, replies over ``MAX_REPLY_BYTES`` are refused, and a redirect is
+  refused rather than followed (urllib would turn the POST into a GET and accept
+  whatever the new host says); give the final URL instead.
 """
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import json
 import math
 import re
 import threading
-import urllib.error
-import urllib.request
 from typing import Any
+
+from . import httpwire
+from .aliases import keyword_aliases
 
 __all__ = [
     "BALANCE_OF_SELECTOR",
@@ -115,13 +119,18 @@ def _block_tag(block: int) -> str:
 
 
 class EvmRpc:
-    """A JSON-RPC 2.0 client over ``urllib`` (POST, JSON body, one call per request)."""
+    """A JSON-RPC 2.0 client over ``urllib`` (POST, JSON body, one call per request).
+
+    ``timeout`` (seconds) bounds each whole call; redirects are refused.
+    """
 
     def __init__(self, url: str = DEFAULT_BASE_RPC, timeout: float = 30.0) -> None:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
             raise ValueError(f"the RPC url must be http:// or https://, got {url!r}")
         self.url = url
         self.timeout = float(timeout)
+        if not self.timeout > 0:  # also refuses NaN
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._ids = itertools.count(1)
         self._id_lock = threading.Lock()
 
@@ -133,41 +142,40 @@ class EvmRpc:
         with self._id_lock:
             request_id = next(self._ids)
         payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or []}
-        request = urllib.request.Request(
-            self.url,
-            data=json.dumps(payload).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": USER_AGENT,
-            },
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(MAX_REPLY_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            try:
-                body = exc.read(MAX_REPLY_BYTES).decode("utf-8", "replace") if exc.fp else ""
-            except (OSError, http.client.HTTPException):
-                body = ""
-            finally:
-                exc.close()
+            answer = httpwire.exchange(
+                self.url,
+                data=json.dumps(payload).encode(),
+                headers={
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    "User-Agent": USER_AGENT,
+                },
+                timeout=self.timeout,
+                max_bytes=MAX_REPLY_BYTES,
+            )
+        except httpwire.WireError as exc:
+            if exc.kind == "connect":
+                raise EvmRpcError(f"{method}: cannot reach {self.url}: {exc}") from None
+            hint = " (set the RPC url to the final URL)" if exc.kind == "redirect" else ""
+            raise EvmRpcError(f"{method}: {self.url}: {exc}{hint}", code=exc.status) from None
+        if answer.status >= 300:
+            body = answer.body.decode("utf-8", "replace")
             # Some providers wrap a JSON-RPC error (rate limit, bad params) in a 4xx/5xx.
-            self._raise_rpc_error(method, body, http_status=exc.code)
+            self._raise_rpc_error(method, body, http_status=answer.status)
             raise EvmRpcError(
-                f"{method}: HTTP {exc.code} from {self.url}", code=exc.code, body=body[:_BODY_KEEP]
-            ) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EvmRpcError(f"{method}: cannot reach {self.url}: {reason}") from None
-        if len(raw) > MAX_REPLY_BYTES:
-            raise EvmRpcError(f"{method}: the reply is over {MAX_REPLY_BYTES} bytes")
-        body = raw.decode("utf-8", "replace")
+                f"{method}: HTTP {answer.status} from {self.url}",
+                code=answer.status,
+                body=body[:_BODY_KEEP],
+            )
+        body = answer.body.decode("utf-8", "replace")
         try:
-            reply = json.loads(body)
-        except json.JSONDecodeError:
-            raise EvmRpcError(f"{method}: the reply is not JSON", body=body[:_BODY_KEEP]) from None
+            reply = httpwire.parse_json(body)
+        except (ValueError, RecursionError) as exc:
+            what = "" if isinstance(exc, json.JSONDecodeError) else f" we accept ({exc})"
+            raise EvmRpcError(
+                f"{method}: the reply is not JSON{what}", body=body[:_BODY_KEEP]
+            ) from None
         if not isinstance(reply, dict):
             raise EvmRpcError(
                 f"{method}: the reply is not a JSON-RPC object", body=body[:_BODY_KEEP]
@@ -188,8 +196,8 @@ class EvmRpc:
     ) -> None:
         if reply is None:
             try:
-                reply = json.loads(body)
-            except json.JSONDecodeError:
+                reply = httpwire.parse_json(body)
+            except (ValueError, RecursionError):
                 return
         if not isinstance(reply, dict) or reply.get("error") is None:
             return
@@ -306,10 +314,14 @@ class EvmSettler:
                 hi = mid
         return lo
 
-    def measure(self, start_ts: int | float, end_ts: int | float) -> float:
-        """The balance change between two times (needs historical state: an archive node)."""
-        before = self.snapshot(self.block_at(start_ts))
-        after = self.snapshot(self.block_at(end_ts))
+    @keyword_aliases(start_ts="start_timestamp", end_ts="end_timestamp")
+    def measure(self, start_timestamp: int | float, end_timestamp: int | float) -> float:
+        """The balance change between two times (needs historical state: an archive node).
+
+        ``start_ts``/``end_ts`` are accepted as keyword spellings too.
+        """
+        before = self.snapshot(self.block_at(start_timestamp))
+        after = self.snapshot(self.block_at(end_timestamp))
         return self.delta(before, after)
 
     # -- transactions ---------------------------------------------------------------

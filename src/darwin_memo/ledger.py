@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from . import collector
 from .aliases import keyword_aliases
 from .consolidate import merge_groups
+from .economy import MAX_MAGNITUDE
 from .errors import DarwinMemoError, StoreFormatError
 from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
 from .protocol import ProtocolAnswer, QueryProtocol
@@ -79,6 +80,10 @@ MAX_QUERY_CHARS = 64 * 1024
 MAX_QUESTION_CHARS = 64 * 1024
 MAX_ANSWER_CHARS = 1024 * 1024
 DEFAULT_EXPIRE_AFTER = 50
+
+
+#: The ``settle_rejected`` detail of a delta beyond ``economy.MAX_MAGNITUDE``.
+_BEYOND_LIMIT = f"delta beyond the limit of {MAX_MAGNITUDE:g} either way"
 
 
 class LedgerInputError(DarwinMemoError, ValueError):
@@ -655,6 +660,9 @@ class Ledger:
         if not math.isfinite(delta):
             self._emit(changes, "settle_rejected", ticket=ticket_id, detail="non-finite delta")
             return False
+        if abs(delta) > MAX_MAGNITUDE:  # no measurement is this large: a typo or an attack
+            self._emit(changes, "settle_rejected", ticket=ticket_id, detail=_BEYOND_LIMIT)
+            return False
         ticket = self._close_ticket(ticket_id)
         if ticket is None:
             self._emit(changes, "settle_dropped", ticket=ticket_id, delta=delta, detail=detail)
@@ -701,7 +709,8 @@ class Ledger:
                 }
                 self._keep_note(changes, entry_id, note)
         denied: set[str] = set()
-        for entry_id, what in advance_lifecycle(self.store, applied, delta, ticket.deciding_entry):
+        counted = _probation_credits(self.store, ticket, applied)
+        for entry_id, what in advance_lifecycle(self.store, counted, delta, ticket.deciding_entry):
             changes.touched.add(entry_id)
             if what == "graduated":
                 self._note(
@@ -982,7 +991,7 @@ class Ledger:
                     last_used_tick=entry.last_used_cycle,
                 )
                 dead_entries.append(entry.id)
-            upkeep_charged = -(self.store.books.totals.get("upkeep", 0.0) - charged_before)
+            upkeep_charged = charged_before - self.store.books.totals.get("upkeep", 0.0)
             merges = []
             every = self.config.consolidate_every
             if every and self.tick_count % every == 0:
@@ -1223,6 +1232,30 @@ class Ledger:
         )
         ledger.apply_ledger_block(block)
         return ledger
+
+
+def _probation_credits(
+    store: MemoryStore, ticket: Ticket, applied: list[tuple[str, float]]
+) -> list[tuple[str, float]]:
+    """``applied`` as the lifecycle counts it: an entry on probation counts a credit
+    only from a ticket no trusted entry decided.
+
+    Such a ticket's answer rested on the entries it names (a model citing several
+    snippets, the import among them; ``decide`` demotes a cited import from deciding
+    and withholds an answer resting on imports alone), so its outcome measured the
+    import's own advice. An import that merely rode along behind another entry's
+    decision earned nothing towards trust: its credit counts as zero here (its
+    balance keeps it), so it cannot graduate on others' good advice.
+    """
+    if ticket.deciding_entry is None:
+        return applied
+    counted = []
+    for entry_id, credit in applied:
+        entry = store.get(entry_id)
+        if entry is not None and entry.probation > 0 and entry_id != ticket.deciding_entry:
+            credit = 0.0
+        counted.append((entry_id, credit))
+    return counted
 
 
 def _round_energy(x: float) -> float | int:

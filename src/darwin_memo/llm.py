@@ -13,28 +13,33 @@ The clients speak HTTP with the standard library (``urllib``) only:
   which OpenAI and local servers (llama.cpp, vLLM, LM Studio...) all speak.
 - ``AnthropicClient``: the Anthropic Messages API (``POST {base_url}/v1/messages``).
 
-Every request has a timeout; HTTP 429 and 5xx answers and refused connections are
-retried with exponential backoff (a ``Retry-After`` header wins, capped); timeouts
-are not retried, since a generation that ran out of time once will again. Failures
-raise ``LLMError`` (``OllamaError`` for Ollama) in one line naming the client, the
-model and the endpoint. API keys go only into request headers: they are scrubbed
-from every message and error body and never logged.
+Requests go through ``darwin_memo.httpwire.exchange``: the timeout is a deadline
+for the whole answer (a server trickling bytes cannot stretch it), bodies over
+``httpwire.MAX_RESPONSE_BYTES`` (16 MiB) are refused, and redirects are never
+followed (the API key would travel to the new host, and a 302/303 would turn the
+POST into a GET): set ``base_url`` to the final URL. HTTP 429 and 5xx answers,
+refused connections and dropped or cut-short answers are retried with exponential
+backoff (a ``Retry-After`` header wins, capped); timeouts are not retried, since a
+generation that ran out of time once will again. Every failure raises ``LLMError``
+(``OllamaError`` for Ollama) in one line naming the client, the model and the
+endpoint. API keys go only into request headers: they are scrubbed from every
+message and error body and never logged.
 """
 
 from __future__ import annotations
 
 import email.utils
+import http.client
 import json
 import logging
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
+from . import httpwire
 from .errors import LLMError
 
 __all__ = [
@@ -73,6 +78,9 @@ DEFAULT_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
 _BODY_LIMIT = 500
 _DETAIL_LIMIT = 200
+#: Transport failures worth another attempt: no connection, or one that broke.
+#: Timeouts, refused redirects and oversize or malformed answers are not retried.
+_RETRY_KINDS = ("connect", "dropped")
 
 # Indirection so tests can record waits instead of sleeping.
 _sleep: Callable[[float], None] = time.sleep
@@ -110,8 +118,8 @@ def parse_json_array(text: str) -> list[Any]:
     if start < 0 or end <= start:
         return []
     try:
-        value = json.loads(cleaned[start : end + 1])
-    except json.JSONDecodeError:
+        value = httpwire.parse_json(cleaned[start : end + 1])
+    except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
         return []
     return value if isinstance(value, list) else []
 
@@ -132,8 +140,8 @@ def _scrub(text: str, secret: str | None) -> str:
 def _error_detail(body: str) -> str:
     """The human part of an error body: ``{"error": "..."}`` or ``{"error": {"message": ...}}``."""
     try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, ValueError):
+        value = httpwire.parse_json(body)
+    except (ValueError, RecursionError):
         return _one_line(body, _DETAIL_LIMIT)
     if isinstance(value, dict):
         err = value.get("error", value)
@@ -182,7 +190,7 @@ class _Http:
         secret: str | None = None,
         error: type[LLMError] = LLMError,
     ) -> None:
-        if timeout <= 0:
+        if not timeout > 0:  # also refuses NaN
             raise ValueError("timeout must be positive")
         if retries < 0:
             raise ValueError("retries must be >= 0")
@@ -222,60 +230,49 @@ class _Http:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **self._headers}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        method = "GET" if data is None else "POST"
         budget = self.retries if retries is None else retries
         attempt = 0
         while True:
-            req = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
-                    status = int(resp.status)
-            except urllib.error.HTTPError as exc:
-                try:
-                    body = exc.read().decode("utf-8", "replace")[:_BODY_LIMIT]
-                except OSError:
-                    body = ""
-                finally:
-                    exc.close()
-                if _retryable(exc.code) and attempt < budget:
-                    wait = self.delay(attempt, exc.headers.get("Retry-After"))
+                answer = httpwire.exchange(url, data=data, headers=headers, timeout=self.timeout)
+            except httpwire.WireError as exc:
+                if exc.kind in _RETRY_KINDS and attempt < budget:
+                    wait = self.delay(attempt, None)
+                    log.info("%s: %s (%s); retry in %.2fs", self.client, exc, url, wait)
+                    _sleep(wait)
+                    attempt += 1
+                    continue
+                what = str(exc)
+                if exc.kind == "redirect":
+                    what += " (set base_url to the final URL)"
+                raise self.fail(what, url, exc.status) from None
+            status = answer.status
+            if status >= 400:
+                body = answer.body[: _BODY_LIMIT * 4].decode("utf-8", "replace")[:_BODY_LIMIT]
+                if _retryable(status) and attempt < budget:
+                    wait = self.delay(attempt, answer.headers.get("Retry-After"))
                     log.info(
                         "%s: HTTP %d from %s; retry %d/%d in %.2fs",
-                        self.client, exc.code, url, attempt + 1, budget, wait,
+                        self.client, status, url, attempt + 1, budget, wait,
                     )  # fmt: skip
                     _sleep(wait)
                     attempt += 1
                     continue
-                what = f"HTTP {exc.code}: {_error_detail(body) or exc.reason}"
-                if _retryable(exc.code) and budget:
+                reason = http.client.responses.get(status, "error")
+                what = f"HTTP {status}: {_error_detail(body) or reason}"
+                if _retryable(status) and budget:
                     what += f" (gave up after {budget + 1} attempts)"
                 if hint is not None:
-                    what += hint(exc.code, body)
-                raise self.fail(what, url, exc.code, body) from None
-            except TimeoutError:
-                raise self.fail(f"timed out after {self.timeout:g}s", url) from None
-            except urllib.error.URLError as exc:
-                if isinstance(exc.reason, TimeoutError):
-                    raise self.fail(f"timed out after {self.timeout:g}s", url) from None
-                if attempt < budget:
-                    wait = self.delay(attempt, None)
-                    log.info("%s: cannot reach %s; retry in %.2fs", self.client, url, wait)
-                    _sleep(wait)
-                    attempt += 1
-                    continue
-                raise self.fail(f"cannot connect: {exc.reason}", url) from None
-            except OSError as exc:  # reset or dropped connection mid-answer
-                if attempt < budget:
-                    _sleep(self.delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise self.fail(f"connection failed: {exc}", url) from None
-            text = raw.decode("utf-8", "replace")
+                    what += hint(status, body)
+                raise self.fail(what, url, status, body)
+            text = answer.body.decode("utf-8", "replace")
             try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                raise self.fail("answer is not JSON", url, status, text[:_BODY_LIMIT]) from None
+                value = httpwire.parse_json(text)
+            except (ValueError, RecursionError) as exc:
+                what = "answer is not JSON"
+                if not isinstance(exc, json.JSONDecodeError):
+                    what += f" we accept ({exc})"
+                raise self.fail(what, url, status, text[:_BODY_LIMIT]) from None
             if not isinstance(value, dict):
                 raise self.fail("answer is not a JSON object", url, status, text[:_BODY_LIMIT])
             return value

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from .llm import DEFAULT_SYSTEM, LLMClient, strip_think
 from .temporal import age_annotation, conflict_clusters
 from .types import EntryKind, MemoryEntry
+from .untrusted import for_prompt
 
 if TYPE_CHECKING:
     from .protocol import ProtocolAnswer, QueryProtocol
@@ -225,8 +226,10 @@ def answer_with_model(
                 consulted.append(entry)
     if consulted:
         snippets = "\n".join(
-            f"[{i}] Q: {_one_line(e.question)}\n    A: {_one_line(e.answer)}\n"
-            f"    {age_annotation(e)}"
+            # Stored text, one line each, invisible characters removed (for_prompt):
+            # exactly _one_line for clean text, so ordinary prompts are unchanged.
+            f"[{i}] Q: {for_prompt(e.question)}\n    A: {for_prompt(e.answer)}\n"
+            f"    {for_prompt(age_annotation(e))}"
             for i, e in enumerate(consulted, start=1)
         )
     else:

@@ -40,6 +40,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__
+from .economy import MAX_MAGNITUDE
 from .errors import DarwinMemoError, StoreLockedError
 from .ledger import MAX_ANSWER_CHARS, MAX_QUERY_CHARS, Ledger, decide_json
 from .observe import audit_digest, entry_status, filter_events, ledger_events
@@ -322,6 +323,11 @@ class MemoryTools:
             )
         with self._call("memory_settle"):
             landed = self.ledger.settle(ticket_id, delta, detail)
+        if not landed and abs(delta) > MAX_MAGNITUDE:  # rejected by the ledger, logged
+            raise ToolError(
+                f"NOT settled: delta {delta:g} is beyond the limit of {MAX_MAGNITUDE:g} "
+                f"either way; ticket {ticket_id} is still open"
+            )
         data = {"settled": landed, "ticket_id": ticket_id, "delta": delta}
         if landed:
             return _reply(f"settled {ticket_id} at delta {delta:+g}", data)

@@ -35,6 +35,7 @@ from .diagnose import (
     STARVED_SHARE,
     Finding,
 )
+from .economy import bounded
 from .events import EventLog
 from .ledger import Ledger, note_text
 from .types import MemoryEntry
@@ -79,18 +80,30 @@ JsonDict = dict[str, Any]
 
 
 def _num(value: Any) -> float:
-    """A finite number from a record field, else 0.0."""
+    """A finite number from a record field, else 0.0.
+
+    Clamped to ``economy.MAX_MAGNITUDE`` either way (``bounded``): a journal may hold
+    a delta of 1e308 (written before settles were bounded, or by hand), and any
+    number of clamped values sum without overflowing.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0.0
-    x = float(value)
-    return x if math.isfinite(x) else 0.0
+    try:
+        x = float(value)
+    except OverflowError:  # an integer too large for a float
+        x = math.copysign(math.inf, value)
+    return bounded(x) if math.isfinite(x) else 0.0
 
 
 def _opt_num(value: Any) -> float | None:
-    """A finite number from a record field, else None."""
+    """A finite number from a record field (clamped as ``_num``), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return bounded(x) if math.isfinite(x) else None
 
 
 def _int(value: Any) -> int | None:

@@ -32,6 +32,10 @@ How it behaves:
   are escaped, so a stored answer can neither start a line of its own, open an
   HTML comment, nor forge or close the block's markers. Entries on probation
   (imported, not yet allowed to decide) are never rendered.
+* **Links stay inside.** A memory file that is a symbolic link is written through
+  (the link stays a link) only when it leads to a file under the link's own
+  directory; one leading elsewhere (a cloned repository's CLAUDE.md -> ~/.bashrc)
+  is refused before anything is written.
 * **Split mode** (``split_dir``): the file's block becomes an index with one line
   per topic (entry kind) and each topic gets ``<split_dir>/<kind>.md`` with its own
   block, packed under a share of the budget proportional to its size. Topics that
@@ -99,6 +103,9 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024 * 1024, "mb": 1024 * 1
 _BUDGET_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 #: Format characters kept because scripts need them (zero-width non-joiner / joiner).
 _KEEP_FORMAT = {"\u200c", "\u200d"}
+#: An opening parenthesis in stored text that starts what looks like an entry's status
+#: line ("(id ...", "(balance ...", "(last settle ..."): escaped, so it reads as text.
+_FORGED_STATUS = re.compile(r"\((?=\s*(?:id|balance|last settle)\b)", re.IGNORECASE)
 
 
 class RenderError(DarwinMemoError, ValueError):
@@ -134,19 +141,30 @@ def inline_text(text: str) -> str:
 
     Control, format and separator characters become spaces, runs of whitespace
     collapse to one space, and ``<`` / ``>`` are escaped, so the result cannot
-    break the line, open or close an HTML comment, or look like a marker.
+    break the line, open or close an HTML comment, or look like a marker. A
+    Markdown image (``![alt](url)``, which a viewer would fetch) loses its syntax
+    (``!\\[``), and a parenthesis opening a forged status (``(id 1234abcd, balance
+    999)``) is escaped (``\\(id``), so neither passes inline as ours.
     """
     if text.isascii() and text.isprintable():  # the common case, at C speed
-        return " ".join(text.split()).replace("<", "&lt;").replace(">", "&gt;")
-    chars = []
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category in ("Cc", "Cs", "Zl", "Zp") or (category == "Cf" and ch not in _KEEP_FORMAT):
-            chars.append(" ")
-        else:
-            chars.append(ch)
-    collapsed = " ".join("".join(chars).split())
-    return collapsed.replace("<", "&lt;").replace(">", "&gt;")
+        collapsed = " ".join(text.split())
+    else:
+        chars = []
+        for ch in text:
+            category = unicodedata.category(ch)
+            if category in ("Cc", "Cs", "Zl", "Zp") or (
+                category == "Cf" and ch not in _KEEP_FORMAT
+            ):
+                chars.append(" ")
+            else:
+                chars.append(ch)
+        collapsed = " ".join("".join(chars).split())
+    collapsed = collapsed.replace("<", "&lt;").replace(">", "&gt;")
+    if "![" in collapsed:  # an image would be fetched by whatever shows the file
+        collapsed = collapsed.replace("![", "!\\[")
+    if "(" in collapsed:  # "(id 1234abcd, balance 999.000)": only ours may say that
+        collapsed = _FORGED_STATUS.sub(r"\\(", collapsed)
+    return collapsed
 
 
 def ranked_living(store: MemoryStore) -> list[MemoryEntry]:
@@ -361,7 +379,26 @@ def _pack(
 # -- files ---------------------------------------------------------------------
 
 
+def _target(path: Path) -> Path:
+    """The file render reads and writes for ``path``: ``path`` itself or, where it is a
+    symbolic link, the file the link leads to, which must lie under the link's own
+    directory (CLAUDE.md -> AGENTS.md). A cloned repository may hold a CLAUDE.md that
+    is a link to ``~/.bashrc``: that one is refused, naming both."""
+    if not path.is_symlink():
+        return path
+    real = path.resolve()
+    home = path.parent.resolve()
+    if not real.is_relative_to(home):
+        raise RenderError(
+            f"{path} is a symbolic link to {real}, outside {home}: render writes through "
+            "a link only to a file in the link's own directory (to write that file, "
+            "name it with -o)"
+        )
+    return real
+
+
 def _read_text(path: Path) -> str:
+    path = _target(path)
     if not path.exists():
         return ""
     if not path.is_file():
@@ -379,10 +416,11 @@ def _read_text(path: Path) -> str:
 def _write_text(path: Path, text: str) -> None:
     """Replace ``path`` atomically (an existing file keeps its permissions).
 
-    A symbolic link is followed (CLAUDE.md is often a link to AGENTS.md): the file
-    it points to is replaced and the link stays a link.
+    A symbolic link is followed (CLAUDE.md is often a link to AGENTS.md) when it
+    leads to a file under its own directory (``_target``): the file it points to is
+    replaced and the link stays a link.
     """
-    path = path.resolve()
+    path = _target(path).resolve()
     mode = 0o644
     with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o777

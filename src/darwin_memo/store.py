@@ -24,6 +24,7 @@ from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
 from .records import record
 from .retrieval import LexicalRetriever, tokenize
+from .storefiles import warn_if_exposed
 from .temporal import recency_weight
 from .types import (
     _KINDS,
@@ -79,7 +80,8 @@ def _read_document(raw: bytes) -> Any:
 
 @record(frozen=True)
 class LoadProblem:
-    """One stored record that could not be read; its raw form is kept and written back."""
+    """One stored record that could not be read (its raw form is kept and written
+    back), or one whose balance was out of range and was clamped (``message`` says so)."""
 
     where: str  # "entries" or "graveyard"
     index: int
@@ -461,8 +463,12 @@ class MemoryStore:
                     isinstance(value, bool)
                     or not isinstance(value, (int, float))
                     or not math.isfinite(value)
+                    or abs(value) > economy.MAX_MAGNITUDE
                 ):
-                    raise StoreFormatError(f"config {key!r} must be a finite number, got {value!r}")
+                    raise StoreFormatError(
+                        f"config {key!r} must be a finite number within "
+                        f"{economy.MAX_MAGNITUDE:g}, got {value!r}"
+                    )
                 kwargs[key] = float(value)
         try:
             store = cls(retriever=retriever, **kwargs)
@@ -513,6 +519,7 @@ class MemoryStore:
                     opening += entry.energy  # finite: read_entry checked it
                 else:
                     store._graveyard[entry.id] = entry
+        opening = store._check_balances(living, opening, strict)
         store.books.post("opening", opening)
         store._index_many(living)  # in the order read, as one by one
         state = payload.get("retriever")
@@ -521,6 +528,35 @@ class MemoryStore:
             if store.retriever.dump_state():
                 store.payload_extra.pop("retriever", None)  # the retriever owns it now
         return store
+
+    def _check_balances(self, living: list[MemoryEntry], opening: float, strict: bool) -> float:
+        """Refuse (strict) or clamp (lenient) balances outside ``[-MAX_MAGNITUDE,
+        max_energy]``; returns the opening balance of what was kept.
+
+        No settlement lifts a balance above the cap, and nothing but escrow takes one
+        below zero (a few units, not 10^15): a balance outside the range was written by
+        hand. Kept, an entry at 1e300 would never die and sums of balances would
+        overflow. A clamped entry is listed in ``load_problems`` with what was done.
+        """
+        low, high = -economy.MAX_MAGNITUDE, self.max_energy
+        clamped = False
+        for where, entries in (("entries", living), ("graveyard", list(self._graveyard.values()))):
+            energies = [e.energy for e in entries]
+            if not energies or (low <= min(energies) and max(energies) <= high):
+                continue
+            for index, entry in enumerate(entries):
+                energy = entry.energy
+                if low <= energy <= high:
+                    continue
+                message = f"entry {entry.id!r}: energy {energy!r} is outside [{low:g}, {high:g}]"
+                if strict:
+                    raise StoreFormatError(f"{where}: {message}")
+                entry.energy = min(high, max(low, energy))
+                self.load_problems.append(
+                    LoadProblem(where, index, f"{message}; clamped to {entry.energy:g}")
+                )
+                clamped = clamped or where == "entries"
+        return math.fsum(e.energy for e in living) if clamped else opening
 
     def save(self, path: str | Path) -> None:
         """Write the store atomically (temp file, fsync, rename) under its lock."""
@@ -539,6 +575,7 @@ class MemoryStore:
             reader = ours and _compiled("read_document") is not None
             document = _read_document if reader else None
             payload = jsonfile.read_json(path, document)
+            warn_if_exposed(path)  # (once a store is known to be there)
             try:
                 if ours:
                     store = cls._from_payload(

@@ -11,9 +11,17 @@ Safe by construction:
 * read-only: the server has no route that writes, answers every method but
   GET and HEAD with 405, and reads the store through ``ui_data.StoreView``;
 * loopback only: ``serve`` refuses any other interface unless the caller passes
-  ``allow_remote=True`` (``--allow-remote``), and then warns that there is no
-  authentication; requests whose ``Host`` header is not a loopback name get 421,
-  so a web page cannot reach the dashboard through DNS rebinding;
+  ``allow_remote=True`` (``--allow-remote``), and then warns; requests whose
+  ``Host`` header is not an allowed name get 421, so a web page cannot reach the
+  dashboard through DNS rebinding. The allowed names are the loopback names, plus
+  ``allowed_hosts`` (``--allowed-host``) and, with ``allow_remote``, the address it
+  listens on and this machine's host name: the check stays on when remote;
+* a per-run token: every ``/api/`` request must carry the server's random
+  ``token`` (header ``X-Darwin-Memo-Token``, or ``?token=``), else 403. The URL
+  printed at start (``server.page_url``) carries it; the page keeps it for the tab
+  (``sessionStorage``), drops it from the address bar, and sends it with each
+  request. Other local users can reach the port but cannot read the store through
+  it, whatever the store file's own mode;
 * memory text is untrusted: JSON is served with ``<``, ``>`` and ``&`` escaped,
   the page inserts text with ``textContent`` only, and a strict
   Content-Security-Policy (``default-src 'self'``, no inline script or style)
@@ -31,15 +39,17 @@ API (all GET, all JSON): ``/api/version``, ``/api/state`` (the spec's aggregate)
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import re
+import secrets
 import socket
 import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -54,6 +64,7 @@ __all__ = [
     "CSP",
     "DEFAULT_PORT",
     "LOOPBACK",
+    "TOKEN_HEADER",
     "DashboardServer",
     "UiError",
     "make_server",
@@ -69,7 +80,13 @@ CSP = (
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'none'; frame-ancestors 'none'"
 )
-_HOST_HEADER = re.compile(r"(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?", re.IGNORECASE)
+#: A Host header: a name or IPv4 address, or a bracketed IPv6 address, and a port.
+_HOST_HEADER = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?")
+#: The names a Host header may always carry (as ``_host_name`` normalises them).
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+#: The request header (or the query parameter ``token``) carrying the per-run token.
+TOKEN_HEADER = "X-Darwin-Memo-Token"
+_WILDCARD = frozenset({"", "0.0.0.0", "::"})
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
@@ -262,15 +279,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(code, {"error": message or HTTPStatus(code).phrase})
 
     def _host_ok(self) -> bool:
-        if self.server.allow_remote:
-            return True
-        host = self.headers.get("Host", "")
-        return bool(_HOST_HEADER.fullmatch(host.strip()))
+        match = _HOST_HEADER.fullmatch(self.headers.get("Host", "").strip())
+        return match is not None and _host_name(match.group(1)) in self.server.allowed_hosts
+
+    def _token_ok(self, params: dict[str, str]) -> bool:
+        sent = self.headers.get(TOKEN_HEADER) or params.get("token") or ""
+        return hmac.compare_digest(sent.encode("utf-8", "replace"), self.server.token.encode())
 
     def do_GET(self) -> None:
         started, cpu = time.perf_counter(), time.thread_time()
         if not self._host_ok():
-            self._send_json(421, {"error": "unexpected Host; the dashboard is loopback-only"})
+            message = "unexpected Host; the dashboard is loopback-only"
+            if self.server.allow_remote:
+                message = "unexpected Host; name it with --allowed-host to serve it"
+            self._send_json(421, {"error": message})
             return
         url = urlsplit(self.path)
         path = url.path
@@ -281,6 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
                 except ValueError:
                     raise _HttpError(400, "too many query parameters") from None
                 params = {k: v[-1] for k, v in fields.items()}
+                if not self._token_ok(params):
+                    raise _HttpError(
+                        403,
+                        "missing or wrong token: open the URL `darwin-memo ui` printed "
+                        "(it carries ?token=...)",
+                    )
                 body = _json_bytes(self.server.app.api(path[len("/api/") :], params))
                 timing = (
                     f"app;dur={(time.perf_counter() - started) * 1000:.1f}, "
@@ -348,11 +376,21 @@ class DashboardServer(ThreadingHTTPServer):
     thread: threading.Thread | None = None
 
     def __init__(
-        self, address: tuple[str, int], app: Dashboard, *, allow_remote: bool = False
+        self,
+        address: tuple[str, int],
+        app: Dashboard,
+        *,
+        allow_remote: bool = False,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.app = app
         self.allow_remote = allow_remote
+        #: The per-run secret every ``/api/`` request must carry (see ``page_url``).
+        self.token = secrets.token_urlsafe(24)
+        #: The names a request's ``Host`` header may carry (normalised: lower case,
+        #: IPv6 addresses bracketed).
+        self.allowed_hosts = _allowed_names(address[0], allow_remote, allowed_hosts)
         super().__init__(address, _Handler)
 
     @property
@@ -365,6 +403,11 @@ class DashboardServer(ThreadingHTTPServer):
         name = host.decode() if isinstance(host, bytes) else str(host)
         shown = f"[{name}]" if ":" in name else name
         return f"http://{shown}:{self.port}"
+
+    @property
+    def page_url(self) -> str:
+        """The dashboard's address with its token: what to open in a browser."""
+        return f"{self.url}/?token={self.token}"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
@@ -381,30 +424,59 @@ class DashboardServer(ThreadingHTTPServer):
         self.app.close()
 
 
+def _host_name(name: str) -> str:
+    """A host name or address as the Host check compares it: lower case, an IPv6
+    address in brackets."""
+    name = name.strip().lower().rstrip(".")
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    return name
+
+
+def _allowed_names(bind: str, allow_remote: bool, extra: Iterable[str]) -> frozenset[str]:
+    """Loopback names, the names given, and with ``allow_remote`` the address served on
+    (unless a wildcard) and this machine's host name."""
+    names = set(_LOOPBACK_NAMES)
+    names.update(_host_name(n) for n in extra if n.strip())
+    if allow_remote:
+        if bind not in _WILDCARD:
+            names.add(_host_name(bind))
+        for name in (socket.gethostname(), socket.getfqdn()):
+            if name:
+                names.add(_host_name(name))
+    return frozenset(names)
+
+
 def make_server(
     memory: str | Path,
     port: int = DEFAULT_PORT,
     host: str = "127.0.0.1",
     *,
     allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
     lock_timeout: float = 2.0,
 ) -> DashboardServer:
     """Open the store and bind the server (call ``serve_forever`` to run it).
 
-    Raises ``StoreNotFound`` for a missing store and ``UiError`` for a refused
-    interface or a port that cannot be bound.
+    ``allowed_hosts`` adds names a request's ``Host`` header may carry (a name or
+    address people reach a remote dashboard by). Raises ``StoreNotFound`` for a
+    missing store and ``UiError`` for a refused interface or a port that cannot be
+    bound.
     """
     if host not in LOOPBACK and not allow_remote:
         raise UiError(
-            f"refusing to serve on {host}: the dashboard has no authentication, so it "
-            "listens on loopback only; pass --allow-remote as well to expose it anyway"
+            f"refusing to serve on {host}: the dashboard listens on loopback only; pass "
+            "--allow-remote as well to expose it (plain HTTP: whoever reaches the port "
+            "with the printed URL reads the store)"
         )
     path = store_ref(memory)
     if isinstance(path, Path) and not path.exists():
         raise StoreNotFound(f"{path}: store not found")
     app = Dashboard(path, lock_timeout=lock_timeout)
     try:
-        return DashboardServer((host, port), app, allow_remote=allow_remote)
+        return DashboardServer(
+            (host, port), app, allow_remote=allow_remote, allowed_hosts=allowed_hosts
+        )
     except OSError as exc:
         app.close()
         reason = exc.strerror or str(exc)
@@ -423,8 +495,8 @@ def _can_open_browser() -> bool:
 def _warn_if_remote(host: str) -> None:
     if host not in LOOPBACK:
         print(
-            f"warning: serving on {host} with NO authentication: anyone who can reach "
-            "this port can read every entry in the store",
+            f"warning: serving on {host}: anyone who can reach this port and holds the "
+            "URL's token can read every entry in the store, over plain HTTP",
             file=sys.stderr,
         )
 
@@ -435,15 +507,18 @@ def serve(
     host: str = "127.0.0.1",
     *,
     allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
 ) -> DashboardServer:
     """Start the dashboard on a background thread and return the running server.
 
     The published form: it does not block. ``server.url`` / ``server.port`` say
-    where it listens (``port=0`` picks a free one); ``server.server_close()`` (or
-    a ``with`` block) stops it and releases the store. Raises as ``make_server``.
-    ``serve_until_stopped`` is the blocking form the CLI runs.
+    where it listens (``port=0`` picks a free one), ``server.token`` is the token
+    every API request must carry and ``server.page_url`` the address to open;
+    ``server.server_close()`` (or a ``with`` block) stops it and releases the store.
+    Raises as ``make_server``. ``serve_until_stopped`` is the blocking form the CLI
+    runs.
     """
-    server = make_server(memory, port, host, allow_remote=allow_remote)
+    server = make_server(memory, port, host, allow_remote=allow_remote, allowed_hosts=allowed_hosts)
     _warn_if_remote(host)
     server.thread = threading.Thread(
         target=server.serve_forever,
@@ -461,16 +536,20 @@ def serve_until_stopped(
     host: str = "127.0.0.1",
     *,
     allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
     open_browser: bool = False,
 ) -> int:
-    """Serve the dashboard in this thread until interrupted; returns an exit code."""
-    server = make_server(memory, port, host, allow_remote=allow_remote)
+    """Serve the dashboard in this thread until interrupted; returns an exit code.
+
+    Prints the page's address with its token (``server.page_url``) on stdout.
+    """
+    server = make_server(memory, port, host, allow_remote=allow_remote, allowed_hosts=allowed_hosts)
     _warn_if_remote(host)
-    print(f"darwin-memo ui: {server.url}  (ctrl-c to stop)", flush=True)
+    print(f"darwin-memo ui: {server.page_url}  (ctrl-c to stop)", flush=True)
     if open_browser and _can_open_browser():
         import webbrowser
 
-        threading.Timer(0.3, webbrowser.open, args=(server.url,)).start()
+        threading.Timer(0.3, webbrowser.open, args=(server.page_url,)).start()
     try:
         server.serve_forever(poll_interval=0.25)
     except KeyboardInterrupt:

@@ -63,8 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.func(args)
         return result
-    except DarwinMemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except DarwinMemoError as exc:  # (a message may quote a store's text: made safe)
+        from ..untrusted import for_terminal
+
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -75,8 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, not a traceback, unless debugging
         if os.environ.get("DARWIN_MEMO_DEBUG"):
             raise
+        from ..untrusted import for_terminal
+
         print(
-            f"error: unexpected {type(exc).__name__}: {exc} "
+            f"error: unexpected {type(exc).__name__}: {for_terminal(str(exc))} "
             "(set DARWIN_MEMO_DEBUG=1 for a traceback, and please report it)",
             file=sys.stderr,
         )

@@ -42,6 +42,7 @@ def _positive_int(text: str) -> int:
 
 def cmd_settle_ci(args: argparse.Namespace) -> int:
     from ..ci import EXIT_ABSTAINED, InfraFailure, settle_ci
+    from ..untrusted import for_json, for_terminal
 
     pr_body = args.pr_body if args.pr_body is not None else os.environ.get("PR_BODY", "")
     try:
@@ -61,8 +62,8 @@ def cmd_settle_ci(args: argparse.Namespace) -> int:
             expire_after=args.expire_after,
         )
     except InfraFailure as exc:
-        print(json.dumps({"abstained": True, "reason": str(exc)}, ensure_ascii=False))
-        print(f"abstained, store untouched: {exc}", file=sys.stderr)
+        print(for_json(json.dumps({"abstained": True, "reason": str(exc)}, ensure_ascii=False)))
+        print(f"abstained, store untouched: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_ABSTAINED
     if result.get("store") == "missing":
         print(
@@ -70,7 +71,7 @@ def cmd_settle_ci(args: argparse.Namespace) -> int:
             "no ticket was settled",
             file=sys.stderr,
         )
-    print(json.dumps(result, ensure_ascii=False, indent=2))
+    print(for_json(json.dumps(result, ensure_ascii=False, indent=2)))
     return 0
 
 

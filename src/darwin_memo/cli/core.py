@@ -1,4 +1,9 @@
-"""The people-facing commands: ``demo``, ``encode``, ``query``, ``stats``."""
+"""The people-facing commands: ``demo``, ``encode``, ``query``, ``stats``.
+
+Stored text reaches the terminal through ``untrusted.for_terminal`` only (an answer
+keeps its line breaks, nothing else does): a store is a file people get from
+elsewhere, and its text must not drive the terminal.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..types import EntryKind
+from ..untrusted import for_terminal as shown
 from .common import (
     DEMO_SEED,
     POISON_SOURCE,
@@ -51,7 +57,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     probe = "Is it safe to delete the file store-0.db (a database file under data/)?"
     before = QueryProtocol(store).answer(probe)
     print(f"\nBefore selection, memory is asked: {probe}")
-    print(f"  it answers: {before.text or '(silent)'}")
+    print(f"  it answers: {shown(before.text) or '(silent)'}")
     with StorageEnv(seed=args.seed) as env:
         loop = SurvivalLoop(store, env, config=SurvivalConfig(cycles=args.cycles))
         report = loop.run()
@@ -59,7 +65,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(report.summary())
     print("\nSurvivors:")
     for e in sorted(store.alive(), key=lambda e: -e.energy):
-        print(f"  {e.energy:5.2f}  [{e.kind.value}] {e.answer[:90]}")
+        print(f"  {e.energy:5.2f}  [{e.kind.value}] {shown(e.answer[:90])}")
     if not len(store):
         print("  (none)")
     print("\nGraveyard:")
@@ -70,11 +76,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for cause, answers in by_cause.items():
         print(f"  {cause}: {len(answers)}")
         for text in answers[:4]:
-            print(f"    - {text[:86]}")
+            print(f"    - {shown(text[:86])}")
         if len(answers) > 4:
             print(f"    ... and {len(answers) - 4} more")
     after = QueryProtocol(store).answer(probe)
-    print(f"\nAfter selection, the same question gets: {after.text or '(silence: keep the file)'}")
+    print(
+        f"\nAfter selection, the same question gets: "
+        f"{shown(after.text) or '(silence: keep the file)'}"
+    )
     if args.out:
         store.save(args.out)
         print(f"Survivor store written to {args.out}")
@@ -107,7 +116,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         store.add(entry)
     store.save(out)
     noun = "document" if len(docs) == 1 else "documents"
-    print(f"Encoded {len(entries)} entries from {len(docs)} {noun} -> {out}")
+    print(f"Encoded {len(entries)} entries from {len(docs)} {noun} -> {shown(str(out))}")
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.kind.value] = counts.get(e.kind.value, 0) + 1
@@ -126,7 +135,7 @@ def _reflect(spec: str, docs: list[Document]) -> list[MemoryEntry]:
     def show(p: Progress) -> None:
         mark = "" if p.ok else " (skipped)"
         print(
-            f"  [{p.done}/{p.total}] {p.step} {'+'.join(p.doc_ids)}{mark}",
+            f"  [{p.done}/{p.total}] {p.step} {shown('+'.join(p.doc_ids))}{mark}",
             file=sys.stderr,
             flush=True,
         )
@@ -134,7 +143,10 @@ def _reflect(spec: str, docs: list[Document]) -> list[MemoryEntry]:
     encoder = ReflectionEncoder(client_from_spec(spec), progress=show)
     entries = encoder.encode(docs)
     for skip in encoder.skipped:
-        print(f"skipped {skip.step} for {'+'.join(skip.doc_ids)}: {skip.reason}", file=sys.stderr)
+        print(
+            f"skipped {skip.step} for {shown('+'.join(skip.doc_ids))}: {shown(skip.reason)}",
+            file=sys.stderr,
+        )
     return entries
 
 
@@ -158,12 +170,12 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not answer.text:
         print("(memory is silent: no entry clears the relevance floor)")
         return 0
-    print(answer.annotated_text or answer.text)
+    print(shown(answer.annotated_text or answer.text, multiline=True))
     if decider is not None:
-        print(f"\ndeciding entry: [{decider.kind.value}] {decider.question}")
-        print(f"sources: {', '.join(decider.sources) or '(none)'}")
+        print(f"\ndeciding entry: [{decider.kind.value}] {shown(decider.question)}")
+        print(f"sources: {shown(', '.join(decider.sources)) or '(none)'}")
     elif answer.supporting_entries and not answer.deciding_entry:
-        print(f"\ncited entries: {', '.join(answer.supporting_entries)}")
+        print(f"\ncited entries: {shown(', '.join(answer.supporting_entries))}")
     return 0
 
 
@@ -214,12 +226,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if shares:
         print("energy share by kind:")
         for kind, share in sorted(shares.items(), key=lambda kv: -kv[1]):
-            print(f"  {kind:<13} {share:6.1%}")
+            print(f"  {shown(kind):<13} {share:6.1%}")
     top = sorted(alive, key=lambda e: (-e.energy, e.id))[:5]
     if top:
         print("top entries:")
         for e in top:
-            print(f"  {e.energy:6.3f}  {e.id}  [{e.kind.value}] {e.question[:70]}")
+            print(f"  {e.energy:6.3f}  {shown(e.id)}  [{e.kind.value}] {shown(e.question[:70])}")
     return 0
 
 

@@ -15,6 +15,7 @@ second, empty memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -36,8 +37,14 @@ from .common import CliError, positive_float, query_text, read_text_arg
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any, NoReturn
+
+    from ..ledger import Ledger
+
+    #: Lends ``serve``'s open ledger for a request (None: open one as a one-shot does).
+    Holder = Callable[[argparse.Namespace], Ledger | None]
 
 __all__ = ["main_ledger", "register"]
 
@@ -95,6 +102,7 @@ OPS = (
     "tick",
     "stats",
     "verify",
+    "serve",
 )
 
 
@@ -162,6 +170,11 @@ def build_ledger_parser(only: str | None = None) -> argparse.ArgumentParser:
         ops.add_parser(
             "verify",
             help="rebuild every balance from the journal and compare; check the index",
+        )
+    if wanted("serve"):
+        ops.add_parser(
+            "serve",
+            help="stay running: one JSON array of arguments a line on stdin, one reply a line",
         )
     return p
 
@@ -241,6 +254,10 @@ def _emit(obj: dict[str, Any]) -> None:
     # message (argparse's "unrecognized arguments: ...") it would make stdout invalid
     # UTF-8 for the JSON parser on the other end. Show such bytes as escapes instead.
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not text.isascii():  # stored text's C1 controls, invisible characters: escaped
+        from ..untrusted import for_json
+
+        text = for_json(text)
     if sys.stdout is None:  # started with stdout closed: as if the reader went away
         raise BrokenPipeError("stdout is closed")
     sys.stdout.write(text + "\n")
@@ -315,17 +332,25 @@ def _missing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _parse_delta(text: str) -> float:
+    from ..economy import MAX_MAGNITUDE
+
     try:
         value = float(text)
     except ValueError:
         raise CliError(f"delta must be a number, got {text!r}") from None
     if not math.isfinite(value):
         raise CliError(f"delta must be a finite number, got {text!r}; nothing was settled")
+    if abs(value) > MAX_MAGNITUDE:
+        raise CliError(
+            f"delta {text} is beyond the limit of {MAX_MAGNITUDE:g} either way; nothing was settled"
+        )
     return value
 
 
-def run_op(args: argparse.Namespace) -> dict[str, Any]:
+def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, Any]:
+    """Run one operation as one transaction. ``held`` (``serve``) lends an open ledger."""
     from ..ledger import Ledger, decide_json
+    from ..untrusted import strip_invisible
 
     op = args.op
     # Validate what we can before touching the store.
@@ -348,18 +373,27 @@ def run_op(args: argparse.Namespace) -> dict[str, Any]:
     elif op == "tick" and args.expire_after < 0:
         raise CliError(f"--expire-after must be >= 0, got {args.expire_after}")
 
-    try:
-        ledger = Ledger.open(args.memory, resource_scale=args.scale, create=(op == "add"))
-    except StoreNotFound:
-        if op == "add":
-            raise
-        return _missing(args)
-    with ledger:
+    lent = held(args) if held is not None else None
+    closer: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if lent is not None:
+        ledger = lent  # kept open by its holder: each operation is still one transaction
+    else:
+        try:
+            ledger = Ledger.open(args.memory, resource_scale=args.scale, create=(op == "add"))
+        except StoreNotFound:
+            if op == "add":
+                raise
+            return _missing(args)
+        closer = ledger
+    with closer:
         if op == "decide":
             ticket = ledger.decide(
                 question, args.k, half_life=args.half_life, kind=args.kind, source=args.source
             )
-            return decide_json(ticket)
+            decided = decide_json(ticket)
+            if decided["answer"] is not None:  # recalled text: nothing an agent reads unseen
+                decided["answer"] = strip_invisible(decided["answer"])
+            return decided
         if op == "settle":
             return {"settled": ledger.settle(args.ticket_id, delta, detail)}
         if op == "abandon":
@@ -381,7 +415,7 @@ def run_op(args: argparse.Namespace) -> dict[str, Any]:
         if op == "stats":
             return ledger.stats()
         if op == "obituary":
-            return {"obituary": ledger.obituary(args.entry_id)}
+            return {"obituary": strip_invisible(ledger.obituary(args.entry_id))}
         if op == "verify":
             problems = ledger.verify()
             return {
@@ -403,29 +437,62 @@ def _check_text_args(args: argparse.Namespace) -> None:
             query_text(value, what, limit=max(len(value), 1))
 
 
-def main_ledger(argv: Sequence[str]) -> int:
+def _answer(
+    argv: Sequence[str], *, stdin_ok: bool = True, held: Holder | None = None
+) -> tuple[dict[str, Any], int]:
+    """One operation's JSON object and exit code (the one-shot command and ``serve``).
+
+    ``serve`` passes ``stdin_ok=False`` (its stdin carries the requests, so ``-`` is
+    refused) and ``held``, which lends it the ledger it keeps open.
+    """
     from . import common
 
     common._stdin_used = False  # one stdin per command, also for in-process callers
     try:
         args = _parse(list(argv))
     except UsageError as exc:
-        return _fail(str(exc), "usage", 2)
+        return {"error": str(exc), "code": "usage"}, 2
     try:
         _check_text_args(args)
-        result = run_op(args)
+        if args.op == "serve":
+            raise CliError("serve cannot be requested from inside serve")
+        if not stdin_ok and "-" in (getattr(args, "question", None), getattr(args, "answer", None)):
+            raise CliError(
+                "serve reads its requests from stdin, so - cannot mean stdin here; "
+                "put the text in the request"
+            )
+        result = run_op(args, held)
     except DarwinMemoError as exc:
-        return _fail(str(exc), _code(exc))
+        return {"error": str(exc), "code": _code(exc)}, 1
     except KeyboardInterrupt:
-        return _fail("interrupted", "interrupted", 130)
+        return {"error": "interrupted", "code": "interrupted"}, 130
     except Exception as exc:  # a bug: still one JSON object, never a traceback
         if os.environ.get("DARWIN_MEMO_DEBUG"):
             raise
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", "internal")
-    _emit(result)
+        message = f"unexpected {type(exc).__name__}: {exc} (please report it)"
+        return {"error": message, "code": "internal"}, 1
     if args.op == "verify" and not result.get("ok", True):
-        return 1
-    return 0
+        return result, 1
+    return result, 0
+
+
+def main_ledger(argv: Sequence[str]) -> int:
+    if "serve" in argv:  # `ledger STORE [--scale S] serve`: a process that stays
+        try:
+            args = _parse(list(argv))
+        except UsageError:
+            args = None  # _answer reports it
+        if args is not None and args.op == "serve":
+            from .ledger_serve import serve
+
+            try:
+                _check_text_args(args)
+            except CliError as exc:
+                return _fail(str(exc), exc.code)
+            return serve(args.memory, args.scale)
+    result, code = _answer(argv)
+    _emit(result)
+    return code
 
 
 # -- import / migrate ----------------------------------------------------------------

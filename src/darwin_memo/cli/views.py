@@ -1,7 +1,10 @@
 """Read-only views of a store: ``top``, ``why``, ``audit``, ``doctor``.
 
 None of them writes the store or its journal, and none creates a missing store.
-``--json`` prints the same objects the dashboard API serves.
+``--json`` prints the same objects the dashboard API serves. Stored text (questions,
+sources, notes, details, finding evidence) is printed through
+``untrusted.for_terminal``: a store cloned from elsewhere cannot send the terminal
+escape sequences or rewrite a line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..untrusted import for_json
+from ..untrusted import for_terminal as shown
 from .common import CliError, non_negative_int
 
 if TYPE_CHECKING:
@@ -32,7 +37,7 @@ def _open(path: str) -> Ledger:
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2))
+    print(for_json(json.dumps(obj, ensure_ascii=False, indent=2)))
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -55,10 +60,10 @@ def cmd_top(args: argparse.Namespace) -> int:
             flags += " [pinned]"
         if row["probation"]:
             flags += f" [probation {row['probation']}]"
-        source = ",".join(row["sources"]) or "-"
+        source = shown(",".join(row["sources"])) or "-"
         print(
-            f"{row['balance']:>8.3f}  {row['id']:<12}  {row['kind']:<12} {row['age_ticks']:>4} "
-            f"{settled:>7}  {source} / {row['question'][:60]}{flags}"
+            f"{row['balance']:>8.3f}  {shown(row['id']):<12}  {shown(row['kind']):<12} "
+            f"{row['age_ticks']:>4} {settled:>7}  {source} / {shown(row['question'][:60])}{flags}"
         )
     return 0
 
@@ -68,19 +73,35 @@ def cmd_why(args: argparse.Namespace) -> int:
 
     with _open(args.memory) as ledger:
         life = entry_life(ledger, args.entry_id)
-        story = ledger.obituary(args.entry_id)
+        story = _story_lines(ledger, args.entry_id)
     if life is None:
-        print(f"{args.entry_id}: unknown to this store", file=sys.stderr)
+        print(f"{shown(args.entry_id)}: unknown to this store", file=sys.stderr)
         return 1
     if args.json:
         _print_json(life)
     else:
-        print(story)
+        print("\n".join(story))
         print(f"  status: {life['status']}", end="")
         if life.get("cause_of_death"):
-            print(f" ({life['cause_of_death']})", end="")
+            print(f" ({shown(str(life['cause_of_death']))})", end="")
         print()
     return 0
+
+
+def _story_lines(ledger: Ledger, entry_id: str) -> list[str]:
+    """``Ledger.obituary``'s lines, each note made safe on its own: a note whose text
+    holds a line break (a settle detail) cannot add a forged line to the story."""
+    from ..ledger import note_text
+
+    story = ledger.obituary(entry_id).split("\n")
+    notes = [note_text(n) for n in ledger.history(entry_id)]
+    # With notes, the story is two or three header lines then one "  <note>" per note
+    # (a note may span lines): the header is what comes before the notes' lines.
+    noted = sum(len(n.split("\n")) for n in notes)
+    if not notes or len(story) < noted + 2:
+        return [shown(line) for line in story]
+    head = story[: len(story) - noted]
+    return [shown(line) for line in head] + [f"  {shown(n)}" for n in notes]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -94,7 +115,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _print_json(digest)
         return 0
     window = digest["window"]
-    print(f"{digest['events']} events, {window['first_ts']} .. {window['last_ts']}")
+    print(
+        f"{digest['events']} events, {shown(str(window['first_ts']))} .. "
+        f"{shown(str(window['last_ts']))}"
+    )
     d, s = digest["decides"], digest["settles"]
     print(f"decides: {d['total']} ({d['silent']} silent)")
     print(
@@ -107,7 +131,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(f"culled: {digest['culled']['count']}")
     for label in ("top_gainers", "top_losers"):
         for row in digest[label]:
-            print(f"  {label[4:-1]:<6} {row['net']:+.3f}  {row['entry']}  {row['question'][:60]}")
+            question = shown(str(row["question"])[:60])
+            print(f"  {label[4:-1]:<6} {row['net']:+.3f}  {shown(row['entry'])}  {question}")
     return 0
 
 
@@ -122,9 +147,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print("clean: no degeneracy detected")
     else:
         for f in findings:
-            print(f"{f.severity.upper()} [{f.code}]: {f.summary}")
-            print(f"  evidence: {f.evidence}")
-            print(f"  fix: {f.fix}")
+            print(f"{f.severity.upper()} [{f.code}]: {shown(f.summary)}")
+            print(f"  evidence: {shown(str(f.evidence))}")
+            print(f"  fix: {shown(f.fix)}")
     return 1 if any(f.severity == "error" for f in findings) else 0
 
 

@@ -5,9 +5,36 @@
 // page polls /api/version and refetches its panels when another process writes
 // the store; the body's data-version and data-refreshes attributes say which
 // version is on screen (the browser tests wait on them).
+//
+// Every /api/ request carries the server's per-run token (X-Darwin-Memo-Token).
+// It arrives once in the printed URL (?token=...); the page keeps it for this tab in
+// sessionStorage and takes it out of the address bar, so it is not left in history
+// or on screen.
 "use strict";
 
 (function () {
+  const TOKEN = (function () {
+    const params = new URLSearchParams(location.search);
+    const given = params.get("token");
+    if (given) {
+      try {
+        sessionStorage.setItem("darwin-memo-token", given);
+      } catch (e) {
+        // storage refused (private mode): the token stays in the address bar instead
+        return given;
+      }
+      params.delete("token");
+      const rest = params.toString();
+      history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+      return given;
+    }
+    try {
+      return sessionStorage.getItem("darwin-memo-token") || "";
+    } catch (e) {
+      return "";
+    }
+  })();
+
   const POLL_MS = 1500;
   const SVG_NS = "http://www.w3.org/2000/svg";
   const CAUSES = ["executed", "starved", "merged", "forgotten"];
@@ -23,13 +50,25 @@
 
   // -- small helpers ---------------------------------------------------------------
 
+  // Stored text is shown as text, and what a person could not see is shown as an
+  // escape: control characters, bidi overrides and isolates (which would reorder the
+  // rest of a row), zero-width and tag characters, byte order marks.
+  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|\udb40[\udc00-\udc7f]/g;
+
+  function visible(text) {
+    return String(text).replace(HIDDEN, (ch) => {
+      const code = ch.codePointAt(0);
+      return code > 0xffff ? "\\U" + code.toString(16).padStart(8, "0") : "\\u" + code.toString(16).padStart(4, "0");
+    });
+  }
+
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
     if (props) {
       for (const [key, value] of Object.entries(props)) {
         if (value === undefined || value === null || value === false) continue;
         if (key === "class") node.className = value;
-        else if (key === "text") node.textContent = String(value);
+        else if (key === "text") node.textContent = visible(value);
         else if (key === "on") for (const [ev, fn] of Object.entries(value)) node.addEventListener(ev, fn);
         else if (key === "data") for (const [k, v] of Object.entries(value)) node.dataset[k] = String(v);
         else node.setAttribute(key, String(value));
@@ -37,7 +76,7 @@
     }
     for (const child of children) {
       if (child === undefined || child === null || child === false) continue;
-      node.append(child instanceof Node ? child : String(child));
+      node.append(child instanceof Node ? child : visible(child));
     }
     return node;
   }
@@ -71,7 +110,10 @@
   }
 
   async function getJSON(path) {
-    const response = await fetch(path, { cache: "no-store", headers: { Accept: "application/json" } });
+    const response = await fetch(path, {
+      cache: "no-store",
+      headers: { Accept: "application/json", "X-Darwin-Memo-Token": TOKEN },
+    });
     let body = null;
     try {
       body = await response.json();
