@@ -287,6 +287,59 @@ class Ttl(Policy):
                 store.bury(e.id, reason="burial")
 
 
+@dataclass
+class SalienceMatched(Policy):
+    """Remove as many entries per cycle as survival did, the least salient first.
+
+    Salience = recency + importance, the usage-based retention the organic layer's
+    phase 4 offers: recency is ``1 / (1 + cycles since last retrieved)`` (birth counts
+    as retrieval; deciding or supporting an answer is retrieval), importance is
+    ``OrganicMemory.importance`` (recalls, earned credit, centrality) where the entry
+    that decided an answer is recalled through ``OrganicMemory.recall``. No arm here
+    credits, so the credit third is 0: what keeps an entry alive is being used. Ties
+    go by store (insertion) order.
+    """
+
+    removals: Sequence[int]
+    organic: Any = None
+    last_seen: dict[str, int] = field(default_factory=dict)
+    cycle: int = 0
+
+    def _memory(self, store: MemoryStore) -> Any:
+        if self.organic is None:
+            from darwin_memo.organic import OrganicMemory
+
+            self.organic = OrganicMemory(store)
+        return self.organic
+
+    def on_outcome(
+        self, store: MemoryStore, decider: str | None, supporters: Sequence[str], delta: float
+    ) -> None:
+        for i in (decider, *supporters):
+            if i is not None:
+                self.last_seen[i] = self.cycle
+        if decider is not None:
+            self._memory(store).recall(decider)
+
+    def end_cycle(self, store: MemoryStore, cycle: int) -> None:
+        om = self._memory(store)
+        n = self.removals[cycle] if cycle < len(self.removals) else 0
+        living = store.alive()
+        if n > 0 and living:
+            centrality = om.centrality()
+            importance = om.earned.scores(store, centrality)
+
+            def salience(e: MemoryEntry) -> float:
+                idle = cycle - self.last_seen.get(e.id, e.born_cycle)
+                return 1.0 / (1.0 + max(0, idle)) + importance.get(e.id, 0.0)
+
+            ranked = sorted(range(len(living)), key=lambda r: (salience(living[r]), r))
+            for r in ranked[: min(n, len(living))]:
+                store.bury(living[r].id, reason="burial")
+        om.decay()
+        self.cycle = cycle + 1
+
+
 class PolicyLoop:
     """Ask, act, measure, and let a policy evict: no credit, upkeep or merges."""
 
@@ -327,6 +380,11 @@ ARMS: tuple[str, ...] = (
 )
 
 
+#: Arms that remove survival's per-cycle counts (run after survival on the same seed).
+#: ``salience_matched`` needs the organic layer and is in the ``organic`` suite only.
+MATCHED_ARMS = ("random_matched", "salience_matched")
+
+
 def make_policy(arm: str, seed: int, removals: Sequence[int] | None) -> Policy:
     if arm == "keep_everything":
         return KeepEverything()
@@ -342,10 +400,14 @@ def make_policy(arm: str, seed: int, removals: Sequence[int] | None) -> Policy:
         return Recency()
     if arm == "ttl":
         return Ttl()
+    if arm in MATCHED_ARMS and removals is None:
+        raise ValueError(f"{arm} needs survival's per-cycle removal counts")
     if arm == "random_matched":
-        if removals is None:
-            raise ValueError("random_matched needs survival's per-cycle removal counts")
+        assert removals is not None
         return RandomMatched(removals=removals, seed=seed)
+    if arm == "salience_matched":
+        assert removals is not None
+        return SalienceMatched(removals=removals)
     raise ValueError(f"unknown arm {arm!r}")
 
 
@@ -480,11 +542,11 @@ def run_seed(
     """Every requested arm on one seed (survival first: random_matched copies its removals)."""
     out: dict[str, dict[str, Any]] = {}
     needed = list(arms)
-    if "random_matched" in needed and "survival" not in needed:
+    if any(a in MATCHED_ARMS for a in needed) and "survival" not in needed:
         needed.insert(0, "survival")
     order = sorted(needed, key=lambda a: a != "survival")
     for arm in order:
-        removals = out["survival"]["removed"] if arm == "random_matched" else None
+        removals = out["survival"]["removed"] if arm in MATCHED_ARMS else None
         out[arm] = run_arm(
             arm,
             seed,

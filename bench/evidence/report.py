@@ -106,6 +106,9 @@ ARM_NOTES = {
     "quarantine_m3": "evicts the decider of any negative outcome, then re-encodes it "
     "(a fresh entry, same text and sources) after 3 whole cycles out",
     "recency": "LRU: evicts entries not retrieved (decider or supporter) for 10 cycles",
+    "salience_matched": "removes as many entries per cycle as survival did, the least "
+    "salient first: recency (decider or supporter) + `OrganicMemory` importance, each "
+    "answer's decider recalled (suite `organic`; see 'Organic layer')",
     "ttl": "every entry lives 10 cycles",
     "survival_embedding": "`survival` over `EmbeddingRetriever(HashingEmbedder())` "
     "(cosine floor 0.30; merge and conflict floor `EMBEDDING_MERGE_THRESHOLD` = 0.85); "
@@ -1167,6 +1170,135 @@ def noisy_reading(
     return out
 
 
+#: spec §10, published organic evidence (10 seeds): kill rate and mean cum delta.
+PUBLISHED_ORGANIC: dict[str, tuple[float, int]] = {
+    "survival": (1.00, 12_586_803),
+    "random_matched": (0.80, -7_673_651),
+    "salience_matched": (0.20, -2_756_505),
+}
+ATTACKER_JSON = ROOT / "bench" / "organic" / "results" / "attacker.json"
+
+
+def organic_section(results: Path) -> list[str]:
+    """Usage as a retention signal: ``salience_matched`` and the query-only attacker."""
+    loaded = load_suite(results, "organic")
+    if loaded is None:
+        return []
+    manifest, runs = loaded
+    arms = manifest["config"]["arms"]
+    s = {a: arm_summary(runs, "clean", a) for a in arms}
+    out = [
+        "## Organic layer: usage as a retention signal",
+        "",
+        "The organic layer's phase 4 (`OrganicMemory.upkeep_scale()`, opt-in) lets "
+        "*being used* slow an entry's upkeep. Two measurements of what that buys a "
+        "poisoned store (docs/organic.md reads them). Regenerate: "
+        "`.venv/bin/python -m bench.organic.evidence`.",
+        "",
+        "### salience_matched: victims by recency + importance",
+        "",
+        manifest_line(manifest),
+        "",
+    ]
+    rows = []
+    for a in arms:
+        x = s[a]
+        pub = PUBLISHED_ORGANIC.get(a)
+        rows.append(
+            [
+                f"`{a}`",
+                f"{x['kill_rate']:.2f}",
+                "-" if pub is None else f"{pub[0]:.2f}",
+                kill_text(x["kill_cycle"]),
+                num(x["damage"]),
+                num(x["cum"]),
+                "-" if pub is None else num(pub[1]),
+                f"{x['pop']:g}",
+                f"{x['benign']:.2f}",
+            ]
+        )
+    out += table(
+        [
+            "arm",
+            "kill rate",
+            "published",
+            "kill cycle (median)",
+            "damage before kill",
+            "cum delta",
+            "published cum",
+            "final pop",
+            "benign correct",
+        ],
+        rows,
+    )
+    values = {a: metric(runs, "clean", a, "cum_delta") for a in arms}
+    grid = compare_grid(values, "survival", [a for a in arms if a != "survival"])
+    out += ["", *table(COMPARISON_HEADER, comparison_rows(grid))]
+    kept = {a: len(runs) - sum(metric(runs, "clean", a, "killed")) for a in arms}
+    out += [
+        "",
+        f"Same removal counts as survival, cycle by cycle; only the choice of victims "
+        f"differs. The poison keeps advising in {kept['salience_matched']} of "
+        f"{len(runs)} seeds under salience, {kept['random_matched']} under random "
+        f"eviction and {kept['survival']} under survival: it decides every task about "
+        f"the database files, so it is among the most recalled entries, and usage is "
+        f"exactly what salience protects. Only measured outcomes tell a used lesson "
+        f"from a useful one.",
+    ]
+    if ATTACKER_JSON.exists():
+        out += ["", *attacker_section(json.loads(ATTACKER_JSON.read_text()))]
+    return out
+
+
+def attacker_section(grid: dict[str, Any]) -> list[str]:
+    setup, summary = grid["setup"], grid["summary"]
+    out = [
+        "### The query-only attacker against potentiation",
+        "",
+        f"The demo store with nothing settled for a while: every entry lives on its "
+        f"stake (flat horizon {setup['horizon_ticks']:g} ticks). Honest users ask "
+        f"{setup['honest_per_tick']} questions per tick about random lessons; the "
+        f"attacker can only ask, {', '.join(map(str, setup['budgets']))} queries per "
+        f"tick that the poisoned lesson answers, over seeds "
+        f"{', '.join(map(str, setup['seeds']))}; each answer's decider is recalled "
+        f"through `OrganicMemory`. A cell has a *margin* when the poison outlives every "
+        f"other entry; its size is the extra ticks over the longest-lived other entry, "
+        f"as a share of the flat horizon. Produced by `{grid['command']}` "
+        f"(darwin-memo {grid['darwin_memo_version']}, Python {grid['python']}).",
+        "",
+    ]
+    notes = {
+        "potentiated": "phase 4 wired: `charge_upkeep(scale=om.upkeep_scale())`",
+        "flat_organic": "the same organic layer and recalls, flat upkeep",
+        "flat_plain": "no organic layer",
+    }
+    rows = [
+        [
+            f"`{name}`",
+            notes.get(name, ""),
+            f"{x['margin_cells']}/{x['cells']}",
+            f"{x['median_horizon_share']:.3f}",
+            f"{x['min_horizon_share']:.3f}-{x['max_horizon_share']:.3f}",
+        ]
+        for name, x in summary.items()
+    ]
+    out += table(["condition", "upkeep", "cells with a margin", "median share", "range"], rows)
+    flat = sum(x["cells"] for n, x in summary.items() if n != "potentiated")
+    flat_margin = sum(x["margin_cells"] for n, x in summary.items() if n != "potentiated")
+    pot = summary["potentiated"]
+    out += [
+        "",
+        f"Published: a margin in 16/16 potentiated cells and 0/32 under flat upkeep, "
+        f"owning roughly 11-17% (median 0.133) of the starvation horizon. Here: "
+        f"{pot['margin_cells']}/{pot['cells']} potentiated, {flat_margin}/{flat} flat, "
+        f"median share {pot['median_horizon_share']:.3f} (the published share's exact "
+        f"definition is not given, so the sizes compare only loosely). The budget "
+        f"barely matters: the recall third is normalized by the most recalled entry, "
+        f"so one query per tick more than any honest lesson gets buys the whole of it.",
+    ]
+    return out
+
+
 def figure_dir(doc: Path) -> Path:
     """Where a doc's figures live: ``docs/benchmarks.md`` -> ``docs/benchmarks/``."""
     return doc.parent / doc.stem
@@ -1259,6 +1391,9 @@ def render(results: Path = RESULTS, suite: str = "headline") -> str:
         out += noisy_section(*noisy)
     else:
         out += ["## Noisy CI", "", "Not run yet (`--suite noisy`)."]
+    organic = organic_section(results)
+    if organic:
+        out += ["", *organic]
     return "\n".join(out) + "\n"
 
 

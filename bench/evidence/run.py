@@ -4,7 +4,9 @@
     .venv/bin/python -m bench.evidence.run --suite quick      # 3 seeds, 4 arms (CI)
     .venv/bin/python -m bench.evidence.run --suite noisy      # 30 seeds, lying CI
     .venv/bin/python -m bench.evidence.run --suite testsuite  # TestSuiteEnv, 10 seeds
+    .venv/bin/python -m bench.evidence.run --suite organic    # usage-based retention
     .venv/bin/python -m bench.evidence.run --suite all        # every suite (~1 h on 2 cores)
+    python -m bench.evidence.run --suite distill  # opt-in: with the [distill] extra
 
 Suites name their world (``worlds.WORLDS``; ``storage`` when absent): the rented
 variants and the code-repair worlds run the same arms through the same code.
@@ -86,6 +88,14 @@ SUITES: dict[str, dict[str, Any]] = {
         "cycles": 30,
         "defects": 3,
     },
+    # Usage as a retention signal (the organic layer's phase 4, docs/organic.md):
+    # victims by recency + importance, at survival's per-cycle removal counts.
+    "organic": {
+        "seeds": list(range(10)),
+        "arms": ["survival", "random_matched", "salience_matched"],
+        "cycles": 30,
+        "files": 12,
+    },
     # The CI variant of the code-repair world: 2 seeds, 10 cycles, the four arms.
     "quick_testsuite": {
         "world": "testsuite",
@@ -93,6 +103,22 @@ SUITES: dict[str, dict[str, Any]] = {
         "arms": QUICK_ARMS,
         "cycles": 10,
         "defects": 3,
+    },
+    # Survivors into a LoRA adapter (bench/evidence/distill.py; needs the [distill] extra,
+    # so `all` skips it): each cell is [noise, rate, arms whose final set is distilled].
+    "distill": {
+        "runner": "distill",
+        "opt_in": True,
+        "seeds": list(range(5)),
+        "cycles": 30,
+        "files": 12,
+        "epochs": 80,
+        "lr": 0.005,
+        "rank": 16,
+        "cells": [
+            ["none", 0.0, ["survival", "raw", "judge"]],
+            ["flip", 0.2, ["survival", "evict_on_negative", "consecutive_k2", "quarantine_m3"]],
+        ],
     },
 }
 
@@ -124,7 +150,10 @@ def run_suite(name: str, out_dir: Path, workers: int = 2, command: str | None = 
     # spawn, not fork: safe under threads and the same on every platform.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=max(1, min(2, workers)), mp_context=context) as pool:
-        for result in pool.map(run_suite_seed, [(s, suite) for s in suite["seeds"]]):
+        worker = run_suite_seed
+        if suite.get("runner") == "distill":
+            from .distill import run_distill_seed as worker
+        for result in pool.map(worker, [(s, suite) for s in suite["seeds"]]):
             path = target / f"seed-{result['seed']:02d}.json"
             path.write_text(json.dumps(result, sort_keys=True, indent=1) + "\n")
     manifest = {
@@ -147,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workers", type=int, default=2, help="at most 2")
     args = parser.parse_args(argv)
-    for name in SUITES if args.suite == "all" else [args.suite]:
+    everyday = [name for name in SUITES if not SUITES[name].get("opt_in")]
+    for name in everyday if args.suite == "all" else [args.suite]:
         target = run_suite(name, args.out, args.workers)
         print(f"wrote {target}", flush=True)
     return 0

@@ -1,0 +1,1 @@
+"""Benchmarks of the organic layer (``darwin_memo.organic``): scale and evidence."""

@@ -1,0 +1,242 @@
+"""Phase 3 of the organic layer: spreading activation and Hebbian links.
+
+A recall of an entry activates it fully and spreads one hop: each of its effective
+neighbours is raised to ``spread * relatedness``, and every link the recall travels is
+strengthened. Learned strength fades with ``decay``. ``OrganicMemory`` is the facade
+over the four phases; it reads the store and never writes it, so phases 1-3 leave
+every balance as it was, and phase 4 (``upkeep_scale``) changes upkeep only when the
+caller passes its result to ``MemoryStore.charge_upkeep(scale=...)``.
+
+Relatedness as ``OrganicMemory.related`` sees it, for a candidate ``o`` of entry ``e``::
+
+    clamp01(cosine(e, o) + learned(e, o) + 0.2 * importance(o))
+
+over the cosine top ``2k`` plus every entry ``e`` has a learned link to (a learned
+neighbour outside the cosine top ``2k`` counts cosine 0), where importance leaves
+centrality out (``EarnedImportance.scores`` without it). Ties go by the graph's
+insertion order, never by id.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ..store import MemoryStore
+from ..types import MemoryEntry
+from .activation import BUMP_TO, DECAY_FACTOR, ActivationState, surface
+from .associative import AssociativeGraph, Backend, Embedder, build_graph
+from .importance import EarnedImportance, clamp01
+
+__all__ = [
+    "HEBB_DECAY",
+    "HEBB_INCREMENT",
+    "IMPORTANCE_BIAS",
+    "SPREAD_FACTOR",
+    "HebbianWeights",
+    "OrganicMemory",
+]
+
+#: ``HebbianWeights.strengthen`` adds this per traversal (links cap at 1.0).
+HEBB_INCREMENT = 0.25
+#: ``HebbianWeights.decay`` multiplies every link by this.
+HEBB_DECAY = 0.9
+#: How much an entry's importance lifts it in ``OrganicMemory.related``.
+IMPORTANCE_BIAS = 0.2
+#: A recall raises each neighbour to this fraction of its relatedness.
+SPREAD_FACTOR = 0.5
+#: Links that decay below this are forgotten.
+PRUNE_BELOW = 1e-3
+#: Neighbours that ``centrality`` averages over.
+CENTRALITY_K = 5
+
+
+def _checked(value: float, name: str, upper: float | None) -> float:
+    number = float(value)
+    ok = math.isfinite(number) and number >= 0.0 and (upper is None or number <= upper)
+    if not ok:
+        bound = f"in [0, {upper:g}]" if upper is not None else ">= 0"
+        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+    return number
+
+
+class HebbianWeights:
+    """Symmetric learned link strengths in [0, 1] ("fire together, wire together")."""
+
+    def __init__(self) -> None:
+        # entry id -> {neighbour id -> weight}; every link is stored in both directions.
+        self._links: dict[str, dict[str, float]] = {}
+
+    def strengthen(self, a: str, b: str, by: float = HEBB_INCREMENT) -> None:
+        """Add ``by`` to the link a-b (capped at 1.0); a link to itself is ignored."""
+        amount = _checked(by, "by", None)
+        if a == b:
+            return
+        weight = min(1.0, self.weight(a, b) + amount)
+        self._links.setdefault(a, {})[b] = weight
+        self._links.setdefault(b, {})[a] = weight
+
+    def weight(self, a: str, b: str) -> float:
+        """The learned strength of a-b (0.0 when never strengthened)."""
+        return self._links.get(a, {}).get(b, 0.0)
+
+    def neighbors(self, entry_id: str) -> dict[str, float]:
+        """Every entry linked to ``entry_id``, with the link's strength (a copy)."""
+        return dict(self._links.get(entry_id, {}))
+
+    def decay(self, factor: float = HEBB_DECAY) -> None:
+        """Scale every link by ``factor``; links that fall below 1e-3 are dropped."""
+        f = _checked(factor, "factor", 1.0)
+        kept: dict[str, dict[str, float]] = {}
+        for a, row in self._links.items():
+            faded = {b: w * f for b, w in row.items() if w * f >= PRUNE_BELOW}
+            if faded:
+                kept[a] = faded
+        self._links = kept
+
+    def forget(self, entry_id: str) -> None:
+        """Drop every link of ``entry_id`` (its entry died)."""
+        for other in self._links.pop(entry_id, {}):
+            row = self._links.get(other)
+            if row is not None:
+                row.pop(entry_id, None)
+                if not row:
+                    del self._links[other]
+
+    def links(self) -> int:
+        """How many links are stored (each a-b counted once)."""
+        return sum(len(row) for row in self._links.values()) // 2
+
+
+class OrganicMemory:
+    """The organic layer over one store: graph, activation, links and importance.
+
+    Parts: ``graph`` (``AssociativeGraph``), ``state`` (``ActivationState``; also
+    ``activation``), ``hebbian`` (``HebbianWeights``), ``earned``
+    (``EarnedImportance``). ``importance(id)`` is a method, as published. State lives
+    in this object only: a new process starts from a fresh graph and no history.
+    Every read path calls ``sync()`` first, so entries that died since are gone and
+    entries added since are linked.
+    """
+
+    def __init__(
+        self, store: MemoryStore, embedder: Embedder | None = None, backend: Backend | None = None
+    ) -> None:
+        self.store = store
+        self.graph: AssociativeGraph = build_graph(store, embedder, backend)
+        self.state = ActivationState()
+        self.hebbian = HebbianWeights()
+        self.earned = EarnedImportance()
+
+    @property
+    def activation(self) -> ActivationState:
+        """The activation state (the same object as ``state``)."""
+        return self.state
+
+    def sync(self) -> None:
+        """Align the graph with the store's population; forget what died."""
+        living = self.store.alive()
+        graph = self.graph
+        born = [e for e in living if e.id not in graph]
+        if len(graph) + len(born) != len(living):  # some entry in the graph died
+            alive_ids = {e.id for e in living}
+            for gone in graph.ids - alive_ids:
+                graph.remove(gone)
+                self.state.forget(gone)
+                self.hebbian.forget(gone)
+                self.earned.forget(gone)
+        if born:
+            graph.add_many(born)
+
+    def related(self, entry_id: str, k: int = 5) -> list[tuple[str, float]]:
+        """Up to ``k`` entries by effective relatedness (the module docstring's formula)."""
+        self.sync()
+        return self._related(entry_id, k)
+
+    def _related(self, entry_id: str, k: int) -> list[tuple[str, float]]:
+        graph = self.graph
+        if entry_id not in graph or k <= 0:
+            return []
+        cosines = dict(graph.related(entry_id, 2 * k))
+        # A learned neighbour outside the cosine top 2k counts its link alone.
+        for other in self.hebbian.neighbors(entry_id):
+            if other not in cosines and other in graph:
+                cosines[other] = 0.0
+        importance = self.earned.scores(self.store, ids=cosines)
+        scored = [
+            (
+                other,
+                clamp01(
+                    cos
+                    + self.hebbian.weight(entry_id, other)
+                    + IMPORTANCE_BIAS * importance.get(other, 0.0)
+                ),
+            )
+            for other, cos in cosines.items()
+        ]
+        scored.sort(key=lambda pair: (-pair[1], graph.ordinal(pair[0])))
+        return scored[:k]
+
+    def centrality(self, k: int = CENTRALITY_K) -> dict[str, float]:
+        """Each entry's mean ``min(1, cosine + learned)`` over its cosine top ``k``."""
+        self.sync()
+        return {entry_id: self._centrality_of(entry_id, k) for entry_id in self._graph_order()}
+
+    def _graph_order(self) -> list[str]:
+        graph = self.graph
+        return sorted(graph.ids, key=graph.ordinal)
+
+    def _centrality_of(self, entry_id: str, k: int) -> float:
+        neighbours = self.graph.related(entry_id, k)
+        if not neighbours:
+            return 0.0
+        return statistics.fmean(
+            min(1.0, cos + self.hebbian.weight(entry_id, other)) for other, cos in neighbours
+        )
+
+    def importance(self, entry_id: str, centrality: dict[str, float] | None = None) -> float:
+        """The entry's earned importance in [0, 1] (0.0 for an entry not alive).
+
+        Without ``centrality`` the entry's own centrality is computed (importance is
+        not normalized by a peak centrality, so the others' are not needed).
+        """
+        self.sync()
+        if entry_id not in self.graph:
+            return 0.0
+        if centrality is None:
+            centrality = {entry_id: self._centrality_of(entry_id, CENTRALITY_K)}
+        return self.earned.scores(self.store, centrality).get(entry_id, 0.0)
+
+    def upkeep_scale(self) -> dict[str, float]:
+        """Per-entry upkeep multipliers, for ``store.charge_upkeep(scale=...)``.
+
+        ``max(0.25, 1 - 0.5 * importance)``. Opt-in: nothing in the package passes
+        this to ``charge_upkeep``; read docs/organic.md before you do.
+        """
+        return self.earned.upkeep_scale(self.store, self.centrality())
+
+    def recall(self, entry_id: str, k: int = 5, spread: float = SPREAD_FACTOR) -> None:
+        """Recall ``entry_id``: count it, activate it, spread one hop, strengthen links.
+
+        Only ``entry_id``'s recall is counted. Each of its ``k`` effective neighbours
+        is raised to ``spread * relatedness`` and its link to ``entry_id`` strengthened
+        by 0.25. An entry that is not alive is not recalled (nothing changes).
+        """
+        factor = _checked(spread, "spread", 1.0)
+        self.sync()
+        if entry_id not in self.graph:
+            return
+        self.earned.record_recall(entry_id)
+        self.state.bump(entry_id, BUMP_TO)
+        for other, relatedness in self._related(entry_id, k):
+            self.state.bump(other, factor * relatedness)
+            self.hebbian.strengthen(entry_id, other)
+
+    def decay(self) -> None:
+        """One step of forgetting: activation x0.5, learned links x0.9."""
+        self.state.decay(DECAY_FACTOR)
+        self.hebbian.decay(HEBB_DECAY)
+
+    def surface(self, entry: MemoryEntry) -> str:
+        """``surface(entry, self.state)``: gist, or full detail when active."""
+        return surface(entry, self.state)
