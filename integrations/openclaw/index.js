@@ -5,7 +5,9 @@
 //   hook     agent_end settles the ending session's tickets     (src/settlement.js)
 //   service  periodic sweep + `ledger tick`                     (src/service.js)
 //   prompt   the memory section of the system prompt            (src/prompt.js)
-// Every ledger operation is one `darwin-memo ledger ...` process (src/cli.js);
+// Ledger operations go to one `darwin-memo ledger FILE serve` process per gateway,
+// or one `darwin-memo ledger ...` process each where serve is missing (src/cli.js,
+// src/serve.js);
 // open tickets and owed settlements persist in tickets.json (src/tickets.js).
 //
 // The default export is a plain plugin object, so the entry needs neither the
@@ -33,7 +35,7 @@ function prefixedLogger(logger) {
 
 /**
  * Build the plugin's parts without touching the host (tests use this directly).
- * `options`: { stateDir, env, now, sweepIntervalMs }.
+ * `options`: { stateDir, env, now, sweepIntervalMs, serve (false: one-shot calls only) }.
  */
 export function createRuntime(api, options = {}) {
   const logger = prefixedLogger(api?.logger);
@@ -49,6 +51,8 @@ export function createRuntime(api, options = {}) {
     resourceScale: config.resourceScale,
     timeoutMs: config.commandTimeoutMs,
     env: options.env,
+    logger,
+    serve: options.serve ?? true,
   });
   const book = new TicketBook(config.ticketsPath, { logger });
   const now = options.now ?? (() => Date.now());
@@ -90,7 +94,10 @@ export function register(api, options = {}) {
     api.registerService({
       id: `${PLUGIN_ID}-upkeep`,
       start: () => upkeep.start(),
-      stop: () => upkeep.stop(),
+      stop: async () => {
+        await upkeep.stop();
+        ledger.close();
+      },
     });
   }
 

@@ -15,6 +15,8 @@
 
 import { spawn } from "node:child_process";
 
+import { ServeProcess, ServeUnavailable } from "./serve.js";
+
 const MAX_OUTPUT_BYTES = 8 * 1024 * 1024;
 const KILL_GRACE_MS = 1000;
 const PERMANENT_CODES = new Set(["bad_input", "usage"]);
@@ -212,20 +214,57 @@ async function withSlot(key, fn) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** The ledger operations the plugin uses, each one CLI call. */
+/**
+ * The ledger operations the plugin uses. Each goes to one long-lived
+ * `darwin-memo ledger FILE --scale S serve` process (src/serve.js) when that
+ * darwin-memo has `serve`, else to a one-shot `darwin-memo ledger ...` process.
+ */
 export class Ledger {
-  constructor({ command, memoryPath, resourceScale, timeoutMs, env }) {
+  constructor({ command, memoryPath, resourceScale, timeoutMs, env, logger, serve = true }) {
     this.command = command;
     this.memoryPath = memoryPath;
     this.resourceScale = resourceScale;
     this.timeoutMs = timeoutMs;
     this.env = env;
+    this.serve = serve
+      ? new ServeProcess({
+          command,
+          args: ["ledger", memoryPath, "--scale", String(resourceScale), "serve"],
+          env: env ?? process.env,
+          timeoutMs,
+          logger,
+        })
+      : null;
   }
 
-  async run(op, opArgs = [], input = null) {
+  /** Whether calls currently go through `serve` (false after falling back). */
+  get serving() {
+    return this.serve !== null && this.serve.available;
+  }
+
+  /** Stop the serve process (it finishes what it was asked first). */
+  close() {
+    this.serve?.close();
+  }
+
+  /**
+   * One operation. `opArgs` are the one-shot arguments after OP, where "-" stands
+   * for `input` (sent on stdin); `serveArgs`, when given, are the same request
+   * with the text inline (serve's stdin carries the requests).
+   */
+  async run(op, opArgs = [], input = null, serveArgs = null) {
     const args = ["ledger", this.memoryPath, "--scale", String(this.resourceScale), op, ...opArgs];
+    const inline = input === null ? [op, ...opArgs] : serveArgs && [op, ...serveArgs];
     for (let attempt = 0; ; attempt++) {
       try {
+        if (inline && this.serving && !this.serve.closed) {
+          try {
+            return await this.serve.request(inline);
+          } catch (err) {
+            if (!(err instanceof ServeUnavailable)) throw err;
+            // no serve here (an older darwin-memo): the one-shot command below
+          }
+        }
         return await withSlot(this.memoryPath, () =>
           runCli({ command: this.command, args, input, timeoutMs: this.timeoutMs, env: this.env }),
         );
@@ -240,13 +279,13 @@ export class Ledger {
     }
   }
 
-  /** The query travels on stdin, so any text (a leading "-", 100 KiB) is safe. */
+  /** The query travels on stdin (one-shot) or inline (serve): any text is safe. */
   decide(query) {
-    return this.run("decide", ["-"], query);
+    return this.run("decide", ["-"], query, inlineText([], [query]));
   }
 
   add(question, answer, source) {
-    return this.run("add", [`--source=${source}`, "--", question, "-"], answer);
+    return this.run("add", [`--source=${source}`, "--", question, "-"], answer, inlineText([`--source=${source}`], [question, answer]));
   }
 
   forget(entryId) {
@@ -268,4 +307,15 @@ export class Ledger {
   stats() {
     return this.run("stats");
   }
+}
+
+/**
+ * A serve request carrying `texts` as operands after `options`, or null when a
+ * text is exactly "-" (which darwin-memo reads as "stdin": only the one-shot
+ * command can carry it).
+ */
+function inlineText(options, texts) {
+  if (texts.some((t) => t === "-")) return null;
+  // A text with no leading "-" needs no "--" (darwin-memo's fast path parses it).
+  return texts.some((t) => t.startsWith("-")) ? [...options, "--", ...texts] : [...options, ...texts];
 }

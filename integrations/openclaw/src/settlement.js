@@ -43,6 +43,24 @@ export function outcomeDetail(event) {
   return parts.join(" ");
 }
 
+/**
+ * agent_end's event with `success` as measured. OpenClaw (verified with 2026.9.6)
+ * reports `success: true` for a run whose model call failed (an HTTP error from the
+ * provider ends the run with an assistant message whose `stopReason` is "error",
+ * which is not a prompt error), so a run whose last assistant message stopped on
+ * an error or an abort counts as failed here, with that message's error.
+ */
+export function measuredOutcome(event) {
+  if (event?.success !== true || !Array.isArray(event.messages)) return event;
+  const last = [...event.messages].reverse().find((m) => m && typeof m === "object" && m.role === "assistant");
+  if (!last || (last.stopReason !== "error" && last.stopReason !== "aborted")) return event;
+  const error =
+    typeof last.errorMessage === "string" && last.errorMessage.trim() !== ""
+      ? last.errorMessage
+      : `the model's last reply stopped with ${last.stopReason}`;
+  return { ...event, success: false, error: event.error || error };
+}
+
 function backoff(attempts) {
   return Math.min(RETRY_BASE_MS * 2 ** Math.max(0, attempts - 1), RETRY_MAX_MS);
 }
@@ -65,8 +83,9 @@ export class Settler {
   }
 
   /** The agent_end hook: settle every open ticket of the ending session. */
-  async onAgentEnd(event, ctx) {
+  async onAgentEnd(rawEvent, ctx) {
     const session = sessionKeyOf(ctx) ?? FALLBACK_SESSION;
+    const event = measuredOutcome(rawEvent);
     const measured = typeof event?.success === "boolean";
     const op = measured ? "settle" : "abandon";
     const delta = measured ? (event.success ? this.config.successDelta : this.config.failureDelta) : 0;

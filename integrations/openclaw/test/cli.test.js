@@ -143,6 +143,7 @@ describe("Ledger argv", () => {
       resourceScale: 1,
       timeoutMs: 10000,
       env: { ...process.env, RUNNING_DIR: dir },
+      serve: false, // one-shot processes are what this counts
     });
     const results = await Promise.all(Array.from({ length: 10 }, () => counting.stats()));
     assert.deepEqual(results[0], { ok: true });

@@ -6,40 +6,12 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 
 import { register } from "../index.js";
-import { createFakeApi, readJson, tempDir, text } from "../testing/harness.js";
-
-function findDarwinMemo() {
-  const isExecutable = (p) => {
-    try {
-      accessSync(p, constants.X_OK);
-      return statSync(p).isFile();
-    } catch {
-      return false;
-    }
-  };
-  const fromEnv = process.env.DARWIN_MEMO_COMMAND;
-  if (fromEnv) {
-    return isExecutable(fromEnv)
-      ? { command: fromEnv }
-      : { problem: `DARWIN_MEMO_COMMAND=${fromEnv} is not an executable file` };
-  }
-  const names = process.platform === "win32" ? ["darwin-memo.exe", "darwin-memo.cmd"] : ["darwin-memo"];
-  for (const dir of (process.env.PATH ?? "").split(path.delimiter).filter(Boolean)) {
-    for (const name of names) {
-      if (isExecutable(path.join(dir, name))) return { command: path.join(dir, name) };
-    }
-  }
-  return {
-    problem:
-      "the darwin-memo CLI was not found: set DARWIN_MEMO_COMMAND to its path or put it on PATH " +
-      "(e.g. `pip install -e .` in the repository, then activate that environment)",
-  };
-}
+import { createFakeApi, findDarwinMemo, readJson, tempDir, text } from "../testing/harness.js";
 
 const CLI = findDarwinMemo();
 const credit = (delta, scale = 1) => 0.6 * Math.tanh(delta / scale);

@@ -44,6 +44,12 @@ for (let j = 0; j < rest.length; j++) {
   else pos.push(a);
 }
 
+// Like a darwin-memo older than `ledger serve`: the operation is unknown, so the
+// plugin falls back to one process per call (this fake is one-shot only).
+if (op === "serve") {
+  emit({ error: "argument OP: invalid choice: 'serve' (choose from 'decide', 'settle', ...)", code: "usage" }, 2);
+}
+
 let stdin = null;
 if (pos.includes("-")) stdin = fs.readFileSync(0, "utf8");
 const arg = (k) => (pos[k] === "-" ? stdin : pos[k]);

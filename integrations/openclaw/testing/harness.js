@@ -2,7 +2,7 @@
 // the plugin registers and lets a test call tools, fire hooks and run services,
 // plus helpers for temporary state directories and the fake darwin-memo CLI.
 
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, chmodSync, constants, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -106,3 +106,36 @@ export function setBehaviour(memoryPath, behaviour) {
 export function text(result) {
   return result.content.map((c) => c.text).join("\n");
 }
+
+/**
+ * The real darwin-memo CLI: $DARWIN_MEMO_COMMAND, else `darwin-memo` on PATH.
+ * Returns { command } or { problem } (tests that need it fail, never skip).
+ */
+export function findDarwinMemo() {
+  const isExecutable = (p) => {
+    try {
+      accessSync(p, constants.X_OK);
+      return statSync(p).isFile();
+    } catch {
+      return false;
+    }
+  };
+  const fromEnv = process.env.DARWIN_MEMO_COMMAND;
+  if (fromEnv) {
+    return isExecutable(fromEnv)
+      ? { command: fromEnv }
+      : { problem: `DARWIN_MEMO_COMMAND=${fromEnv} is not an executable file` };
+  }
+  const names = process.platform === "win32" ? ["darwin-memo.exe", "darwin-memo.cmd"] : ["darwin-memo"];
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter).filter(Boolean)) {
+    for (const name of names) {
+      if (isExecutable(path.join(dir, name))) return { command: path.join(dir, name) };
+    }
+  }
+  return {
+    problem:
+      "the darwin-memo CLI was not found: set DARWIN_MEMO_COMMAND to its path or put it on PATH " +
+      "(e.g. `pip install -e .` in the repository, then activate that environment)",
+  };
+}
+

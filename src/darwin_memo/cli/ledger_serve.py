@@ -68,6 +68,12 @@ def parse_request(line: bytes) -> list[str]:
         raise CliError('the request is empty; name an operation, for example ["stats"]')
     if "serve" in value:
         raise CliError("serve cannot be requested from inside serve")
+    for arg in value:
+        if arg == "--":
+            break
+        # argparse would print the help on stdout (the reply stream) and exit.
+        if arg == "-h" or (arg.startswith("--h") and "--help".startswith(arg.split("=")[0])):
+            raise CliError("help is not available inside serve; run `darwin-memo ledger --help`")
     return value
 
 
@@ -160,7 +166,10 @@ def serve(store: str, scale: float) -> int:
                 except CliError as exc:
                     reply = {"error": str(exc), "code": exc.code}
                 else:
-                    reply, code = _answer([*head, *request], stdin_ok=False, held=holder)
+                    try:
+                        reply, code = _answer([*head, *request], stdin_ok=False, held=holder)
+                    except SystemExit:  # argparse exiting on something parse_request let by
+                        reply, code = {"error": "the request ended the parser", "code": "usage"}, 2
                     if code != 0 and "error" in reply:
                         holder.drop()  # whatever went wrong, the next request starts clean
             _emit(reply)
