@@ -442,3 +442,40 @@ def test_mcp_build_server_takes_memory_path_by_keyword(tmp_path: Path) -> None:
         assert server.ledger.resource_scale == 2.0  # type: ignore[attr-defined]
     finally:
         server.ledger.close()  # type: ignore[attr-defined]
+
+
+def test_a_client_whose_system_is_keyword_only_works() -> None:
+    """Clients written for the published package may declare ``complete(prompt, *, system)``."""
+    from darwin_memo import Document, QueryProtocol, ReflectionEncoder
+
+    class KeywordClient:
+        def __init__(self) -> None:
+            self.systems: list[str] = []
+
+        def complete(self, prompt: str, *, system: str = "") -> str:
+            self.systems.append(system)
+            if "JSON" in prompt or "json" in prompt:
+                return '[{"question": "Can old logs go?", "answer": "Yes, after 7 days."}]'
+            return "Yes, after seven days.\nSOURCES: [1]"
+
+    client = KeywordClient()
+    store = MemoryStore()
+    store.add(MemoryEntry("Can old log files be deleted?", "Old log files may be deleted."))
+    answer = QueryProtocol(store, client).answer("Can old log files be deleted?")
+    assert answer.deciding_entry is not None and answer.attribution == "cited"
+    ReflectionEncoder(client).encode([Document("runbook", "Old logs may go after 7 days.")])
+    assert client.systems and all(client.systems)  # every call passed its system text
+
+
+def test_an_embedder_that_returns_none_for_an_entry_is_passed_over() -> None:
+    from darwin_memo import EmbeddingRetriever
+
+    def embed(text: str) -> list[float] | None:
+        return None if "broken" in text else [1.0, 0.0]
+
+    retriever = EmbeddingRetriever(embed)  # type: ignore[arg-type]
+    store = MemoryStore(retriever=retriever)
+    good = store.add(MemoryEntry("old logs", "may be deleted"))
+    store.add(MemoryEntry("broken entry", "has no vector"))
+    assert retriever.warm(store.alive()) == 1
+    assert [e.id for e, _ in store.retrieve("old logs")] == [good.id]

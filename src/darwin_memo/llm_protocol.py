@@ -204,7 +204,7 @@ def answer_with_model(
         raise TypeError("the protocol's client must have a complete(prompt, system) method")
     store = protocol.store
     raw = client.complete(
-        GROUNDING_PROMPT.format(n=MAX_SUBQUESTIONS, query=_one_line(query)), DEFAULT_SYSTEM
+        GROUNDING_PROMPT.format(n=MAX_SUBQUESTIONS, query=_one_line(query)), system=DEFAULT_SYSTEM
     )
     consulted: list[MemoryEntry] = []
     # The question itself is always asked too, after the sub-questions: a model that
@@ -243,7 +243,7 @@ def answer_with_model(
     )
     reply = client.complete(
         ANSWER_PROMPT.format(snippets=snippets, notes=notes, query=_one_line(query)),
-        DEFAULT_SYSTEM,
+        system=DEFAULT_SYSTEM,
     )
     text, cited = split_citations(reply, len(consulted))
     if cited is None:

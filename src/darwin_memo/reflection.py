@@ -355,7 +355,7 @@ class ReflectionEncoder:
         complete_json = getattr(self.client, "complete_json", None)
         if callable(complete_json):
             return str(complete_json(prompt, SYSTEM, schema))
-        return self.client.complete(prompt, SYSTEM)
+        return self.client.complete(prompt, system=SYSTEM)
 
     def _skip(self, step: str, doc_ids: tuple[str, ...], reason: str) -> None:
         log.warning("reflection: skipped %s for %s: %s", step, ", ".join(doc_ids), reason)

@@ -517,12 +517,14 @@ def _unit_vector() -> Callable[[bytes, int, int, int], list[float] | None] | Non
     return _compiled("unit_vector")  # type: ignore[no-any-return]
 
 
-def _usable(values: Sequence[float], source: str) -> list[float]:
-    """``values`` as a list of floats; ``ValueError`` when empty or not finite.
+def _usable(values: Sequence[float] | None, source: str) -> list[float]:
+    """``values`` as a list of floats; ``ValueError`` when missing, empty or not finite.
 
     Such a vector cannot be compared with anything: its entry is dissimilar to every
     other (similarity 0.0) and skipped in ranking, and it is never cached.
     """
+    if values is None:  # a model that gave nothing back for this text
+        raise ValueError(f"{source} returned no vector")
     vec = list(map(float, values))
     if not vec:
         raise ValueError(f"{source} returned an empty vector")

@@ -95,10 +95,14 @@ class SurvivalConfig:
         return self.conflict_threshold
 
 
-@keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
-def is_silent(text: str, deciding_entry: str | None, supporting_entries: Sequence[str]) -> bool:
-    """Memory said nothing usable: no text, or no entry behind it."""
-    return not text or (deciding_entry is None and not supporting_entries)
+@keyword_aliases(text="answer_text", deciding_entry="deciding", supporting_entries="supporting")
+def is_silent(answer_text: str, deciding: str | None, supporting: Sequence[str]) -> bool:
+    """Memory said nothing usable: no text, or no entry behind it.
+
+    The parameters carry the published names; ``text``, ``deciding_entry`` and
+    ``supporting_entries`` are accepted as keyword spellings too.
+    """
+    return not answer_text or (deciding is None and not supporting)
 
 
 @keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
