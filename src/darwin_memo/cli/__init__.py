@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     render_cmd.register(sub)
     ci_cmd.register(sub)
     ui_cmd.register(sub)
+    from . import distill_cmd
+
+    distill_cmd.register(sub)
     return parser
 
 
