@@ -1,9 +1,7 @@
 """The optional compiled helpers (everything else is in pyproject.toml).
 
 ``darwin_memo._cjoin`` runs the published merge rule's first consolidation of a large
-store in C; ``darwin_memo._ctext`` counts ``HashingEmbedder``'s n-grams in C;
-``darwin_memo._cpack`` takes buried rows out of the SQLite store's token lists;
-``darwin_memo._cload`` makes a JSON store file's plain entries. All are
+store in C; ``darwin_memo._ctext`` counts ``HashingEmbedder``'s n-grams in C. Both are
 optional: where no C compiler is found the install goes on without them and the same
 results come from Python (``darwin_memo.native``).
 """
@@ -26,18 +24,6 @@ setup(
         Extension(
             "darwin_memo._ctext",
             ["src/darwin_memo/_ctext.c"],
-            optional=True,
-            extra_compile_args=FLAGS,
-        ),
-        Extension(
-            "darwin_memo._cpack",
-            ["src/darwin_memo/_cpack.c"],
-            optional=True,
-            extra_compile_args=FLAGS,
-        ),
-        Extension(
-            "darwin_memo._cload",
-            ["src/darwin_memo/_cload.c"],
             optional=True,
             extra_compile_args=FLAGS,
         ),

@@ -1,11 +1,116 @@
+"""Shared fixtures, and the rule that makes skips honest under CI.
+
+Skips under CI
+--------------
+A test may skip where something it needs is missing (an optional package, PostgreSQL's
+server programs, Chromium), so that ``pytest`` runs anywhere. Under CI that would hide
+whole layers: CI installs ``.[dev]`` and the programs ``.ci/run`` names, so a skip there
+means CI lost something it should have. ``.ci/run`` therefore sets ``DARWIN_MEMO_CI=1``,
+and then **every skip is a failure**, with exactly two exceptions, which the skip's
+reason must state:
+
+1. it names an extra as ``[NAME] extra`` (e.g. "the [distill] extra (torch, ...) is not
+   installed") and that extra of pyproject.toml is *not* covered by the ``dev`` extra,
+   the one CI installs (today: ``distill``, whose torch is about 2 GB; ``bench``-only
+   and empty extras are covered). An extra whose packages are all in ``dev`` (mcp,
+   agents, postgres, embeddings, organic, fast) is covered, so its skips fail;
+2. it contains one of the fragments in ``OUTSIDE_CI``: a program or file that CI cannot
+   have, each with the reason why.
+
+Platform skips (``os.name != "posix"``) never trigger on CI's Linux, and an ``xfail``
+is not a skip. To let a new test skip under CI, add the extra to nothing (keep it out of
+``dev``) or add its program to ``OUTSIDE_CI`` with a reason a reviewer can judge.
+"""
+
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PUBLISHED = FIXTURES / "published-0.7.1"
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Set by ``.ci/run``: every skip is a failure unless ``allowed_skip`` says otherwise.
+CI = os.environ.get("DARWIN_MEMO_CI") == "1"
+
+#: Fragments of a skip reason naming something CI cannot have, and why not.
+OUTSIDE_CI: dict[str, str] = {
+    "the seed README is not beside this checkout": (
+        "the seed README lives in the project's shared folder, outside the repository; "
+        "a clean clone has only tests/fixtures' copy of its blocks"
+    ),
+    "../shared/data/locomo-dev.zip is not here": (
+        "a data set outside the repository, not redistributable in it"
+    ),
+}
+
+_EXTRA_IN_REASON = re.compile(r"\[([A-Za-z0-9_-]+)\] extra")
+
+
+def _requirement_name(spec: str) -> str:
+    match = re.match(r"[A-Za-z0-9_.-]+", spec.strip())
+    return (match.group(0) if match else spec).lower().replace("_", "-")
+
+
+def extras_outside_ci() -> set[str]:
+    """The extras of pyproject.toml that ``.[dev]`` (what CI installs) does not cover."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras: dict[str, list[str]] = project["optional-dependencies"]
+    dev = {_requirement_name(s) for s in extras["dev"]}
+    return {
+        name for name, specs in extras.items() if not {_requirement_name(s) for s in specs} <= dev
+    }
+
+
+def allowed_skip(reason: str) -> str | None:
+    """Why CI may skip for ``reason`` (None: it may not, the skip is a failure)."""
+    for fragment, why in OUTSIDE_CI.items():
+        if fragment in reason:
+            return why
+    for extra in _EXTRA_IN_REASON.findall(reason):
+        if extra in extras_outside_ci():
+            return f"the [{extra}] extra is not in .[dev], which CI installs"
+    return None
+
+
+def _skip_reason(longrepr: object) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = _skip_reason(report.longrepr)
+    if allowed_skip(reason) is not None:
+        return
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped under CI (DARWIN_MEMO_CI=1), where every skip is a failure: {reason}\n"
+        "CI must provide what this test needs, or the reason must name an extra CI does "
+        "not install or something in tests/conftest.py's OUTSIDE_CI (see its docstring)."
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if CI and report.skipped and not hasattr(report, "wasxfail"):
+        _fail_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if CI and report.skipped:  # a whole module skipped (pytest.importorskip at its top)
+        _fail_skip(report)
 
 
 @pytest.fixture(autouse=True)
@@ -112,13 +217,13 @@ def db_store_kind(request: pytest.FixtureRequest) -> str:
 
 def compiled_or_skip(name: str):  # type: ignore[no-untyped-def]
     """``darwin_memo.<name>``, a compiled helper; skips where it is not built, unless
-    ``DARWIN_MEMO_REQUIRE_EXTENSION=1`` (as ``.ci/run`` sets) makes that a failure."""
+    ``DARWIN_MEMO_REQUIRE_EXTENSION=1`` or ``DARWIN_MEMO_CI=1`` (as ``.ci/run`` sets)
+    makes that a failure."""
     import importlib
-    import os
 
     try:
         return importlib.import_module(f"darwin_memo.{name}")
     except ImportError:
-        if os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
+        if CI or os.environ.get("DARWIN_MEMO_REQUIRE_EXTENSION") == "1":
             raise
         pytest.skip(f"darwin_memo.{name} is not built (no C compiler at install time)")

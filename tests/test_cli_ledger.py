@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,30 +216,40 @@ ARGVS = [
 ]
 
 
-@pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a) or "empty" for a in ARGVS])
-def test_parsing_one_operation_matches_the_whole_parser(argv: list[str]) -> None:
-    """main_ledger builds only the expected operation's parser; nothing may change by it."""
-    from darwin_memo.cli.ledger_cmd import UsageError, _parse, _quick, build_ledger_parser
+def _read(parse: Callable[[list[str]], Any], argv: list[str]) -> object:
+    from darwin_memo.cli.ledger_cmd import UsageError
 
-    full = build_ledger_parser()
     try:
-        expected: object = vars(full.parse_args(argv))
+        return vars(parse(argv))
     except UsageError as exc:
-        expected = f"{exc} (usage: {full.format_usage().strip()[7:]})"
-    try:
-        got: object = vars(_parse(argv))
-    except UsageError as exc:
-        got = str(exc)
-    assert got == expected
-    quick = _quick(argv)  # the argparse-free path, where it applies, agrees too
-    if quick is not None:
-        assert vars(quick) == expected
+        return str(exc)
 
 
-def test_the_common_calls_skip_argparse() -> None:
-    from darwin_memo.cli.ledger_cmd import _quick
+def test_the_shared_parser_reads_each_call_as_a_fresh_one_would() -> None:
+    """One parser serves every call of a process (``serve`` parses each request with it):
+    nothing one call reads or refuses may leak into the next."""
+    from darwin_memo.cli.ledger_cmd import _parse, build_ledger_parser
 
-    assert _quick(["s.db", "decide", "restart the api"]) is not None
-    assert _quick(["s.db", "settle", "t1", "-0.5", "--detail", "ci run 7"]) is not None
-    assert _quick(["s.db", "abandon", "t1"]) is not None
-    assert _quick(["s.db", "decide", "--help"]) is None
+    def fresh(argv: list[str]) -> Any:
+        parser = build_ledger_parser()
+        try:
+            return parser.parse_args(argv)
+        except Exception as exc:
+            raise type(exc)(f"{exc} (usage: {parser.format_usage().strip()[7:]})") from None
+
+    expected = [_read(fresh, argv) for argv in ARGVS]
+    for order in (ARGVS, ARGVS[::-1]):
+        got = [_read(_parse, argv) for argv in order]
+        want = expected if order is ARGVS else expected[::-1]
+        assert got == want
+    assert _read(_parse, ["s.db", "settle", "t1", "-1e3"]) == {
+        "memory": "s.db",
+        "scale": 1.0,
+        "op": "settle",
+        "ticket_id": "t1",
+        "delta": "-1e3",
+        "detail": "",
+    }
+    refused = _read(_parse, ["s.db", "decide"])
+    assert isinstance(refused, str)
+    assert refused.startswith("the following arguments are required: question (usage: ")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from darwin_memo import MemoryEntry, native
 from darwin_memo.backends import sqlstore
-from test_packs import check_lists
+from test_packs import check_lists, fold_rows
 
 # A few template words shared by many sets, a middle band of phrase words, a rare tail.
 TEMPLATE = [f"t{i}" for i in range(8)]
@@ -263,7 +263,7 @@ def test_merge_many_writes_what_merge_into_writes(seed: int) -> None:
             mp.setattr(sqlstore, "DENSE_DROP", 2)
             mp.setattr(sqlstore, "BLOCK_SHIFT", 3)
             mp.setattr(sqlstore, "_BLOCK_MASK", 7)
-        if seed % 4 >= 2:  # the packs edited in Python instead of darwin_memo._cpack
+        if seed % 4 >= 2:  # the join in Python instead of darwin_memo._cjoin
             mp.setenv(native.PURE_PYTHON_ENV, "1")
         _merge_many_against_merge_into(seed)
 
@@ -437,7 +437,9 @@ def test_consolidation_on_every_backend_merges_alike(pg_cluster: Any) -> None:
         if store is stores[1]:  # SQLite: the lists are checked against the rows below
             held = sum(
                 len(sqlstore.row_tokens(str(toks), data).split())
-                for toks, data in conn.execute("SELECT toks, data FROM entries WHERE alive = 1")
+                for toks, data in conn.execute(
+                    "SELECT toks, question || ' ' || answer FROM entries WHERE alive = 1"
+                )
             )
         else:
             (held,) = conn.execute("SELECT COUNT(*) FROM postings").fetchone()
@@ -643,7 +645,7 @@ def _assert_settled_apart(store: Any, threshold: float) -> None:
     toks = {
         str(entry_id): frozenset(sqlstore.row_tokens(str(text), data).split())
         for entry_id, text, data in store.conn.execute(
-            "SELECT id, toks, data FROM entries WHERE alive = 1"
+            "SELECT id, toks, question || ' ' || answer FROM entries WHERE alive = 1"
         )
     }
     settled = sorted(_settled_ids(store))
@@ -732,6 +734,7 @@ def test_settled_skip_the_join_and_survive_migration(tmp_path: Any) -> None:
     for i, words in enumerate(sets):
         store.add(MemoryEntry(" ".join(sorted(words)) or "empty", "", id=f"e{i:03d}"))
     backend.close()
+    fold_rows(path)  # (the rows as schema 4 held them)
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE settled")
     conn.execute("DELETE FROM schema_migrations WHERE version >= 5")
@@ -969,6 +972,7 @@ def test_members_noted_one_by_one_before_schema_9_read_alike(tmp_path: Any) -> N
     assert sum(ledger.tick()["merges"] for _ in range(4)) >= 2
     before = {i: ledger.history(i) for i in ids}
     ledger.close()
+    fold_rows(path)
     conn = sqlite3.connect(path)  # as darwin-memo wrote it before schema 9
     conn.execute(
         "INSERT INTO notes (entry_id, data) SELECT l.member, m.data "

@@ -22,7 +22,7 @@ import pytest
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.errors import StoreError, StoreFormatError
 from darwin_memo.ledger import Ledger
-from darwin_memo.migrations import MIGRATIONS, SCHEMA_INDEXES, SCHEMA_TABLES
+from darwin_memo.migrations import MIGRATIONS, SCHEMA_INDEXES, SCHEMA_TABLES, SCHEMA_VIEWS
 from darwin_memo.render import RenderError, render_store
 
 BASHRC = b"# the victim's shell start-up file\nexport PATH=$HOME/bin:$PATH\n"
@@ -288,7 +288,7 @@ def test_a_planted_trigger_is_refused_before_it_can_fire(db: Path) -> None:
     craft(
         db,
         "CREATE TRIGGER boost AFTER INSERT ON events BEGIN "
-        "UPDATE entries SET energy = 5 WHERE darwin_row_text(data) IS NOT NULL; END",
+        "UPDATE entries SET energy = 5 WHERE darwin_row_tokens(toks, question) IS NOT NULL; END",
     )
     before = dump(db)
     for argv in (["add", "A new question?", "A new answer."], ["stats"], ["verify"]):
@@ -386,7 +386,8 @@ def test_the_schema_inventory_names_what_the_migrations_create() -> None:
         }
     assert {n for k, n in seen if k == "table"} == SCHEMA_TABLES
     assert {n for k, n in seen if k == "index"} == SCHEMA_INDEXES
-    assert {k for k, _ in seen} == {"table", "index"}
+    assert {n for k, n in seen if k == "view"} == set(SCHEMA_VIEWS)
+    assert {k for k, _ in seen} == {"table", "index", "view"}
 
 
 def test_a_planted_wal_link_is_named(db: Path, tmp_path: Path) -> None:

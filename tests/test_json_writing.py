@@ -7,6 +7,7 @@ import enum
 import gc
 import json
 import math
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from darwin_memo import MemoryEntry, MemoryStore, collector
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.jsonfile import dumps_indented, write_json_atomic
 from darwin_memo.ledger import Ledger
-from darwin_memo.records import field_names
 from darwin_memo.types import read_entry
 
 leaves = (
@@ -163,7 +163,7 @@ field_values = (
 )
 entry_dicts = st.dictionaries(
     # every field an entry has, and one this version does not know
-    st.sampled_from([*(f for f in field_names(MemoryEntry) if f != "extra"), "custom"]),
+    st.sampled_from([*(f.name for f in fields(MemoryEntry) if f.name != "extra"), "custom"]),
     field_values,
 )
 

@@ -6,6 +6,7 @@ exercise what large ones do: tokens turning dense and back, bits spread over blo
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -41,11 +42,13 @@ def check_lists(conn: sqlite3.Connection) -> int:
     answer hold it (the row's ``toks``, where it keeps them, say the same), and its
     ``df`` counts them; returns how many tokens are dense."""
     holders: dict[str, list[int]] = {}
-    for rowid, toks, entry_id, energy, kind, data in conn.execute(
-        "SELECT rowid, toks, id, energy, kind, data FROM entries WHERE alive = 1"
+    for rowid, toks, entry_id, energy, kind, data, question, answer, sources in conn.execute(
+        "SELECT rowid, toks, id, energy, kind, data, question, answer, sources FROM entries "
+        "WHERE alive = 1"
     ):
-        held = sqlstore.entry_tokens(sqlstore.read_row(data, entry_id, energy, kind))
-        assert sqlstore.row_tokens(str(toks), data) == " ".join(held)
+        entry = sqlstore.read_row(data, entry_id, energy, kind, question, answer, sources)
+        held = sqlstore.entry_tokens(entry)
+        assert sqlstore.row_tokens(str(toks), question + " " + answer) == " ".join(held)
         assert toks in ("", " ".join(held))
         for t in held:
             holders.setdefault(t, []).append(int(rowid))
@@ -92,6 +95,38 @@ def brute(store: SqlStore, query: str, k: int) -> list[tuple[str, float]]:
     ranked = LexicalRetriever(store.retriever.min_coverage).rank(query, store.alive())  # type: ignore[attr-defined]
     ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
     return [(e.id, s) for e, s in ranked[:k]]
+
+
+def at_schema(full: list[Any], version: int) -> list[Any]:
+    """The migrations up to ``version``, the last one also adding the columns the store's
+    code writes (schema 16's), so that code can write a store of that schema;
+    ``fold_rows`` then gives its rows the form that schema held."""
+    number, name, fn = full[version - 1]
+
+    def with_columns(conn: sqlite3.Connection) -> None:
+        fn(conn)
+        for column in ("question", "answer", "sources"):
+            conn.execute(f"ALTER TABLE entries ADD COLUMN {column} TEXT")
+
+    return [*full[: version - 1], (number, name, with_columns)]
+
+
+def fold_rows(path: Path) -> None:
+    """The rows as schemas before 16 held them: question, answer and sources in ``data``."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT rowid, question, answer, sources, data FROM entries").fetchall()
+    conn.executemany(
+        "UPDATE entries SET data = ? WHERE rowid = ?",
+        [
+            (json.dumps({"question": q, "answer": a, "sources": json.loads(s), **json.loads(d)}), r)
+            for r, q, a, s, d in rows
+        ],
+    )
+    conn.execute("DROP VIEW IF EXISTS lessons")  # (schema 16's)
+    for column in ("question", "answer", "sources"):
+        conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
 
 
 def new_store(tmp: Path, floor: float = 0.25) -> SqlStore:
@@ -211,7 +246,9 @@ def test_migration_gives_an_older_store_its_lists(
     rnd = random.Random(4)
     full = list(migrations.MIGRATIONS)
     apply, unsettle, kept = sqlstore.apply_list_changes, sqlstore.unsettle, sqlstore._postings_kept
-    monkeypatch.setattr(migrations, "MIGRATIONS", full[:3])  # a store written before m004
+    monkeypatch.setattr(migrations, "MIGRATIONS", at_schema(full, 3))  # before m004
+    monkeypatch.setattr(migrations, "_DENSE_MIN", sqlstore.DENSE_MIN)  # (small_blocks')
+    monkeypatch.setattr(migrations, "_BLOCK_SHIFT", sqlstore.BLOCK_SHIFT)
     monkeypatch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
     monkeypatch.setattr(sqlstore, "unsettle", lambda *args: None)  # no m005 table either
     monkeypatch.setattr(sqlstore, "_postings_kept", lambda conn: True)  # m006 drops them
@@ -219,6 +256,7 @@ def test_migration_gives_an_older_store_its_lists(
     for _ in range(60):
         old.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
     old.backend.close()
+    fold_rows(tmp_path / "store.db")
     assert "packs" not in {
         name
         for (name,) in sqlite3.connect(tmp_path / "store.db").execute(
@@ -244,9 +282,9 @@ def write_legacy_lists(conn: sqlite3.Connection) -> dict[str, list[int]]:
     """Give a store written with its lists switched off the lists schemas 4 to 12 kept:
     a ``packs`` row of 32-bit integers per token, bits (``blocks``) for a common one.
     Returns every token's list."""
-    from darwin_memo.migrations import _pack32
+    from darwin_memo.migrations import _living_lists_v12, _pack32
 
-    lists = {t: list(held) for t, held in sqlstore.living_lists(conn)[0].items()}
+    lists = _living_lists_v12(conn)
     ids = dict(conn.execute("SELECT token, id FROM tokens").fetchall())
     conn.execute("DELETE FROM packs")
     conn.execute("DELETE FROM blocks")
@@ -271,12 +309,13 @@ def old_store(
     full = list(migrations.MIGRATIONS)
     rnd = random.Random(seed)
     with monkeypatch.context() as patch:
-        patch.setattr(migrations, "MIGRATIONS", full[:version])
+        patch.setattr(migrations, "MIGRATIONS", at_schema(full, version))
         patch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
         old = new_store(tmp_path)
         for _ in range(n):
             old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
         old.backend.close()
+    fold_rows(tmp_path / "store.db")
     conn = sqlite3.connect(tmp_path / "store.db")
     # Before schema 15 every token took an id from the counter as it came.
     unnamed = [t for (t,) in conn.execute("SELECT token FROM tokens WHERE id = 0")]
@@ -401,6 +440,7 @@ def test_m013_run_again_builds_lost_lists_from_the_rows(small_blocks: None, tmp_
     for _ in range(70):
         store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
     store.backend.close()
+    fold_rows(tmp_path / "store.db")  # (schema 12's rows)
     conn = sqlite3.connect(tmp_path / "store.db")
     conn.execute("ALTER TABLE tokens DROP COLUMN ids")
     conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
@@ -488,7 +528,7 @@ def test_many_ties_read_the_highest_balance_first(
             store.conn.execute(
                 "UPDATE entries SET energy = 3.0, pinned = ?, anchor = ? WHERE rowid = "
                 "(SELECT MAX(rowid) FROM entries WHERE "
-                "json_extract(darwin_row_text(data), '$[0]') = ?)",
+                "question = ?)",
                 (round_ % 8 == 3, 0 if round_ % 8 == 3 else 2, "restart the api worker"),
             )
         for now in (0, 5, 30, 200):
@@ -623,7 +663,7 @@ def test_m014_keys_lineage_counters_and_meta_by_their_text(
     rnd = random.Random(14)
     full = list(migrations.MIGRATIONS)
     with monkeypatch.context() as patch:
-        patch.setattr(migrations, "MIGRATIONS", full[:13])
+        patch.setattr(migrations, "MIGRATIONS", at_schema(full, 13))
         old = Ledger.open(path)
         for i in range(60):
             base = zipf_text(rnd, 5)
@@ -632,6 +672,7 @@ def test_m014_keys_lineage_counters_and_meta_by_their_text(
         old.config.consolidate_every = 1
         assert old.tick()["merges"]
         old.close()
+    fold_rows(path)
     tables = ("lineage", "counters", "meta")
     conn = sqlite3.connect(path)
     before = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
@@ -640,13 +681,19 @@ def test_m014_keys_lineage_counters_and_meta_by_their_text(
     assert len(before["lineage"]) >= 60 and before["counters"] and before["meta"]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.close()
+    copy = sqlite3.connect(":memory:", isolation_level=None)  # m014 alone: in place
+    sqlite3.connect(path).backup(copy)
+    copy.execute("BEGIN")
+    migrations.m014_keyed_tables_without_rowid(copy)
+    copy.execute("COMMIT")
+    assert copy.execute("PRAGMA page_count").fetchone()[0] <= pages, "the file did not grow"
+    copy.close()
 
     ledger = Ledger.open(path, create=False)
     store = ledger.store
     assert isinstance(store, SqlStore)
     conn = store.conn
     assert migrations.schema_version(conn) == len(migrations.MIGRATIONS) >= 14
-    assert conn.execute("PRAGMA page_count").fetchone()[0] <= pages, "the file did not grow"
     for t in tables:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (t,)).fetchone()
         assert "WITHOUT ROWID" in sql, t

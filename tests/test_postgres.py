@@ -78,8 +78,9 @@ def test_migrations_are_recorded_per_store_and_newer_refused(pg_cluster: Any) ->
             "m002_compact_rows",
             "m003_energy_sums",
             "m004_lesson_rows_as_lists",
+            "m005_readable_rows",
         ]
-        assert [version for version, _ in rows] == [1, 2, 3, 4]
+        assert [version for version, _ in rows] == [1, 2, 3, 4, 5]
         conn.execute(f"INSERT INTO {schema}.schema_migrations VALUES (999, 'm999', 'later')")
     with pytest.raises(StoreFormatError, match="schema version 999"):
         Ledger.open(url)
@@ -412,8 +413,27 @@ def test_a_postgres_store_from_before_its_schema_3_is_summed_when_opened(
         stats = ledger.stats()
     schema = parse_url(url)[1]
     with psycopg.connect(pg_cluster.url("x").split("?")[0], autocommit=True) as conn:
+        # The rows as before its schema 5: the text in ``data`` (a lesson: a list)
+        conn.execute(
+            f"UPDATE {schema}.entries SET data = (data::jsonb || jsonb_build_object("
+            "'question', question, 'answer', answer, 'sources', sources::jsonb))::text"
+        )
+        conn.execute(
+            f"UPDATE {schema}.entries SET data = json_build_array(question, answer, "
+            f"sources::json, data::json->>'recorded_ts')::text WHERE rowid = "
+            f"(SELECT MIN(rowid) FROM {schema}.entries)"
+        )
+        conn.execute(
+            f"ALTER TABLE {schema}.entries DROP COLUMN question, DROP COLUMN answer, "
+            "DROP COLUMN sources"
+        )
         conn.execute(f"DROP TABLE {schema}.energy_sums")
         conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version >= 3")
     with Ledger.open(url) as ledger:
         assert ledger.stats() == stats
+        rows = ledger.store.conn.execute(
+            "SELECT question, answer, data FROM entries ORDER BY rowid"
+        ).fetchall()
+        assert rows[0][:2] == ("How do I restart worker 0?", "Drain it first (0).")
+        assert all(q.startswith("How do I") and "question" not in d for q, _, d in rows)
         _sums_sound(ledger.store)

@@ -155,13 +155,23 @@ def test_split_citations_rules() -> None:
 
 
 def test_grounding_keeps_numbers_inside_subquestions() -> None:
+    """The list marker "1." is stripped from a sub-question, its "8080" is not: only
+    the number tells the two stored lessons apart, and the question as asked matches
+    neither, so the 8080 lesson is consulted first (and decides) only if it survives."""
     store = MemoryStore()
-    store.add(
+    other = store.add(
+        MemoryEntry("Which service listens on port 9090?", "The exporter listens on port 9090.")
+    )
+    gateway = store.add(
         MemoryEntry("Which service listens on port 8080?", "The gateway listens on port 8080.")
     )
+    assert store.retrieve("where does this traffic end up?") == []
     model = ScriptedModel("1. Which service listens on port 8080", "The gateway.\nSOURCES: [1]")
-    answer = QueryProtocol(store, model).answer("what is on port 8080?")
-    assert answer.deciding_entry is not None
+    answer = QueryProtocol(store, model).answer("where does this traffic end up?")
+    consult = model.prompts[1]
+    assert consult.index(gateway.answer) < consult.index(other.answer)
+    assert "[1] Q: Which service listens on port 8080?" in consult
+    assert answer.deciding_entry == gateway.id and answer.text == "The gateway."
 
 
 def test_public_surface_is_declared() -> None:

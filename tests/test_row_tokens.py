@@ -1,9 +1,11 @@
 """A row's indexed tokens read from its text (schema 12).
 
 An SQLite store leaves ``toks`` empty and reads a row's token set from its question and
-answer (``sqlstore.row_tokens``): in C for a plain lesson's list row, in Python for any
-other. Both must be exactly the set the index was built from, ``entry_tokens``; rows an
-earlier schema wrote keep their ``toks`` and must be buried and merged from it alike.
+answer columns (``sqlstore.row_tokens``). It must be exactly the set the index was built
+from, ``entry_tokens``; rows an earlier schema wrote keep their ``toks`` and must be
+buried and merged from it alike. (``darwin_memo._ctext.row_tokens``, which read a
+schema-11 list row in C, is no longer used by the store; it is tested here while the
+extension keeps it.)
 """
 
 from __future__ import annotations
@@ -19,15 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import compiled_or_skip
-from darwin_memo import MemoryEntry, textcode
+from darwin_memo import MemoryEntry
 from darwin_memo.backends import sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
-from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_json, row_tokens, token_text
+from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_tokens
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.ledger import Ledger
 from darwin_memo.retrieval import STOPWORDS
 from test_packs import check_lists, small_blocks  # noqa: F401  (a fixture)
-from test_rows import entries
 
 # ASCII with what JSON escapes (quotes, backslashes, control characters), capitals,
 # stopwords and plurals; and some text that is not ASCII.
@@ -40,26 +41,17 @@ _ANY = _ASCII | st.text(st.characters(blacklist_categories=("Cs",)), max_size=40
 
 
 @settings(max_examples=500, deadline=None)
-@given(entries(), _ANY, _ANY)
-def test_a_rows_tokens_are_the_entrys_tokens(entry: MemoryEntry, q: str, a: str) -> None:
-    """Whatever the row's shape (a list, an object) and text, C or Python."""
-    entry.question, entry.answer = q.strip() or "q", a
-    data = row_json(entry)
+@given(_ANY, _ANY)
+def test_a_rows_tokens_are_the_entrys_tokens(q: str, a: str) -> None:
+    entry = MemoryEntry(q.strip() or "q", a, id="e1")
     expect = " ".join(entry_tokens(entry))
-    assert token_text(data) == expect
-    assert row_tokens("", data) == expect
-    assert row_tokens("kept text", data) == "kept text"  # a row before schema 12: its own
-    coded = textcode.encode(data)  # (schema 15: a list row as an SQLite store keeps it)
-    if coded is not None:
-        assert token_text(coded) == expect
-    held = sqlstore._ROW_TOKENS[0]
-    sqlstore._ROW_TOKENS[0] = False  # as without the compiled reader
-    try:
-        assert token_text(data) == expect
-        if coded is not None:
-            assert token_text(coded) == expect
-    finally:
-        sqlstore._ROW_TOKENS[0] = held
+    assert row_tokens("", entry.question + " " + entry.answer) == expect
+    assert row_tokens("kept text", entry.text) == "kept text"  # a row before schema 12
+
+
+def _list_row(question: str, answer: str) -> str:
+    """A lesson's row as schema 11 held it: the list of its four values."""
+    return json.dumps([question, answer, [], "t"], ensure_ascii=False, separators=(",", ":"))
 
 
 @settings(max_examples=400, deadline=None)
@@ -67,9 +59,9 @@ def test_a_rows_tokens_are_the_entrys_tokens(entry: MemoryEntry, q: str, a: str)
 def test_the_compiled_reader_agrees_or_declines(q: str, a: str) -> None:
     ctext = compiled_or_skip("_ctext")
     entry = MemoryEntry(q.strip() or "q", a, recorded_ts="t", id="e1")
-    data = row_json(entry)
+    data = _list_row(entry.question, entry.answer)
     got = ctext.row_tokens(data, STOPWORDS)
-    plain = data.startswith("[") and "\\" not in data.split('",[', 1)[0]
+    plain = "\\" not in data.split('",[', 1)[0]
     if got is None:
         assert not plain or not data.isascii()
     else:
@@ -81,7 +73,7 @@ def test_the_compiled_reader_declines_what_it_does_not_read() -> None:
     lesson = '["Restart the Workers", "pin v0.36.2 (INC-1)", ["ci"], "t"]'
     assert ctext.row_tokens(lesson, STOPWORDS) == "1 inc pin restart v0.36.2 worker"
     for data in (
-        '{"question": "a", "answer": "b"}',  # an object row: Python reads it
+        '{"question": "a", "answer": "b"}',  # an object row
         '["a \\"quoted\\" word", "b", [], "t"]',  # an escape
         '["café", "b", [], "t"]',  # not ASCII
         '["a", 1, [], "t"]',  # not a lesson's list
@@ -96,9 +88,8 @@ def test_the_compiled_reader_declines_what_it_does_not_read() -> None:
 
 
 def test_a_row_without_a_question_is_named_damaged() -> None:
-    for data in ("not json", "[1, 2]", '{"answer": "b"}', "[]", "3"):
-        with pytest.raises(StoreFormatError, match=r"damaged.*verify"):
-            token_text(data)
+    with pytest.raises(StoreFormatError, match=r"damaged.*verify"):
+        row_tokens("", None)
 
 
 def test_sqlite_rows_keep_no_tokens_and_postgres_rows_keep_them(pg_cluster: Any) -> None:
@@ -116,9 +107,9 @@ def test_sqlite_rows_keep_no_tokens_and_postgres_rows_keep_them(pg_cluster: Any)
 def _old_rows(path: Path) -> None:
     """Give every row the ``toks`` an earlier schema wrote (its tokens as text)."""
     conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT rowid, data FROM entries").fetchall()
+    rows = conn.execute("SELECT rowid, question || ' ' || answer FROM entries").fetchall()
     conn.executemany(
-        "UPDATE entries SET toks = ? WHERE rowid = ?", [(token_text(d), r) for r, d in rows]
+        "UPDATE entries SET toks = ? WHERE rowid = ?", [(row_tokens("", t), r) for r, t in rows]
     )
     conn.commit()
     conn.close()
@@ -169,17 +160,17 @@ def test_the_graveyard_is_searched_by_the_tokens_of_its_rows(tmp_path: Path) -> 
     assert conn.execute("SELECT COUNT(*) FROM entries WHERE alive = 0").fetchone() == (2,)
     hits = conn.execute(
         "SELECT id FROM entries WHERE alive = 0 AND "
-        "instr(' ' || darwin_row_tokens(toks, data) || ' ', ' offsite ') > 0"
+        "instr(' ' || darwin_row_tokens(toks, question || ' ' || answer) || ' ', ' offsite ') > 0"
     ).fetchall()
     assert hits == [("gone1",)]
-    assert conn.execute("SELECT darwin_row_tokens('', 'not json')").fetchone() == ("",)
+    assert conn.execute("SELECT darwin_row_tokens('', NULL)").fetchone() == ("",)
     assert sqlstore.toks_column(conn, ["a", "b"]) == ""
     backend.close()
 
 
 def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> None:
-    """The dashboard's condition (a cheap test of the JSON first) misses no row: text
-    that NFKC changes, text that is not ASCII, a row written with ``\\u`` escapes."""
+    """The dashboard's condition (a cheap test of the text first) misses no row: text
+    that NFKC changes, text that is not ASCII."""
     from darwin_memo.ui_data import _HOLDS_TOKEN
 
     backend = SqliteBackend(tmp_path / "s.db", create=True)
@@ -196,11 +187,6 @@ def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> 
         store.bury(name)
     store.flush(store.dirty)
     conn = backend.conn
-    # a row as an older version wrote it: the whole entry, non-ASCII as \\u escapes
-    whole = MemoryEntry(texts["escaped"], "no", id="escaped").to_dict()
-    old = json.dumps(whole, ensure_ascii=True)
-    assert "\\u00e9" in old
-    conn.execute("UPDATE entries SET data = ? WHERE id = 'escaped'", (old,))
     for token, expect in (("offsite", ["accent", "escaped", "plain", "wide"]), ("caf", [])):
         found = conn.execute(
             f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN.format(0)} ORDER BY id",

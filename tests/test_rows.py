@@ -1,8 +1,10 @@
-"""An SQLite row's ``data``: the entry without what its columns hold (schema 7).
+"""An SQLite row, as people read it (schema 16), and the migration that wrote it so.
 
-Rows leave ``id`` and ``energy`` to their columns and omit fields at their defaults;
-a lesson with nothing else is the list of its four values (schema 11); rows written
-before schema 7 hold the whole ``to_dict``, and all of them read the same.
+A row holds its entry's question, answer, kind and sources in plain columns, and the
+rest of the entry as a JSON object in ``data`` without the fields at their defaults.
+``m016_readable_rows`` rewrites every row an earlier schema wrote (the whole
+``to_dict``, the compact object, the list of a lesson's values, the coded list, a
+kind held as a digit) in that form.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darwin_memo import EntryKind, MemoryEntry
-from darwin_memo.backends.sqlstore import _dumps, read_row, row_json
+from darwin_memo import migrations as mig
+from darwin_memo.backends.sqlstore import read_row, row_values
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.ledger import Ledger
-from darwin_memo.migrations import MIGRATIONS, schema_version
-from darwin_memo.textcode import row_text
+from darwin_memo.migrations import MIGRATIONS
 
 text = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30
@@ -50,119 +52,180 @@ def entries(draw: st.DrawFn) -> MemoryEntry:
     )
 
 
+_DEFAULTS = (("born_cycle", 0), ("last_used_cycle", -1), ("uses", 0), ("lineage", []))
+
+
 @given(entries())
 @settings(max_examples=300, deadline=None)
 def test_a_row_reads_back_as_the_entry_it_was_written_from(entry: MemoryEntry) -> None:
-    data = row_json(entry)
+    kind, question, answer, sources, data = row_values(entry)
+    assert (kind, question, answer) == (entry.kind.value, entry.question, entry.answer)
+    assert json.loads(sources) == entry.sources
     held = json.loads(data)
-    defaults = (("born_cycle", 0), ("last_used_cycle", -1), ("uses", 0), ("lineage", []))
-    if isinstance(held, list):  # schema 11: a lesson's four values alone, in key order
-        assert held == [entry.question, entry.answer, entry.sources, entry.recorded_ts]
-        assert all(getattr(entry, key) == default for key, default in defaults)
-    else:
-        assert "id" not in held and "energy" not in held and "kind" not in held
-        for key, default in defaults:
-            assert (key in held) == (getattr(entry, key) != default)
-    back = read_row(data, entry.id, entry.energy, entry.kind.value)
+    assert isinstance(held, dict)
+    assert not {"id", "energy", "kind", "question", "answer", "sources"} & set(held)
+    for key, default in _DEFAULTS:
+        assert (key in held) == (getattr(entry, key) != default)
+    back = read_row(data, entry.id, entry.energy, kind, question, answer, sources)
     assert back == entry and back.extra == entry.extra
-    # A row written before schema 7 (the whole to_dict) reads the same.
-    assert read_row(_dumps(entry.to_dict()), entry.id, entry.energy, "explicit") == entry
 
 
-def test_a_plain_lessons_row_reads_through_the_short_path() -> None:
+def test_a_plain_lesson_keeps_only_its_recording_time_in_data() -> None:
     entry = MemoryEntry("why 502?", "restart nginx", sources=["ci"], recorded_ts="t", id="ab12")
-    data = row_json(entry)
-    assert json.loads(data) == ["why 502?", "restart nginx", ["ci"], "t"]  # schema 11
-    assert read_row(data, "ab12", 1.0, "explicit") == entry
-    assert read_row(data, "ab12", 0.25, "consolidated").kind is EntryKind.CONSOLIDATED
-    # The same under its keys, as schemas 7 to 10 wrote it, reads the same.
-    keys = ["question", "answer", "sources", "recorded_ts"]
-    keyed = json.dumps(dict(zip(keys, json.loads(data), strict=True)))
-    assert read_row(keyed, "ab12", 1.0, "explicit") == entry
-    # A row of an earlier development version of schema 7 kept its kind.
+    assert row_values(entry) == (
+        "explicit",
+        "why 502?",
+        "restart nginx",
+        '["ci"]',
+        '{"recorded_ts":"t"}',
+    )
     assert (
-        read_row(json.dumps({**json.loads(keyed), "kind": "entity"}), "ab12", 1.0, "inferred").kind
-        == "entity"
+        read_row(
+            '{"recorded_ts":"t"}', "ab12", 1.0, "explicit", "why 502?", "restart nginx", '["ci"]'
+        )
+        == entry
     )
     with pytest.raises(StoreFormatError, match="unknown kind 'nonsense'"):
-        read_row(data, "ab12", 1.0, "nonsense")
-    # The same shape with a bad value is read by the careful path, which names it.
-    for key, value in (("sources", [1]), ("recorded_ts", 7), ("question", None)):
-        broken = json.dumps({**json.loads(keyed), key: value})
-        with pytest.raises(StoreFormatError, match=key):
-            read_row(broken, "ab12", 1.0, "explicit")
-        listed = json.loads(data)
-        listed[keys.index(key)] = value
-        with pytest.raises(StoreFormatError, match=key):
-            read_row(json.dumps(listed), "ab12", 1.0, "explicit")
-    with pytest.raises(StoreFormatError, match="not a lesson's"):
-        read_row(json.dumps(["why 502?", "restart nginx", ["ci"]]), "ab12", 1.0, "explicit")
+        read_row('{"recorded_ts":"t"}', "ab12", 1.0, "nonsense", "q", "a", "[]")
+    with pytest.raises(StoreFormatError, match="not a JSON object"):
+        read_row('["q", "a", [], "t"]', "ab12", 1.0, "explicit", "q", "a", "[]")
+    with pytest.raises(StoreFormatError, match="question"):
+        read_row("{}", "ab12", 1.0, "explicit", None, "a", "[]")  # type: ignore[arg-type]
+    with pytest.raises(StoreFormatError, match="sources"):
+        read_row("{}", "ab12", 1.0, "explicit", "q", "a", "[1]")
 
 
-def test_only_a_lesson_at_its_defaults_is_held_as_a_list() -> None:
-    plain = MemoryEntry("q", "a", sources=["ci"], recorded_ts="t", id="ab12")
-    assert isinstance(json.loads(row_json(plain)), list)
-    for changed in (
-        {"uses": 1},
-        {"born_cycle": 3},
-        {"lineage": ["x"]},
-        {"pinned": True},
-        {"probation": 2},
-        {"imported_from": "peer"},
-        {"extra": {"note": 1}},
-    ):
-        entry = MemoryEntry("q", "a", sources=["ci"], recorded_ts="t", id="ab12", **changed)
-        held = json.loads(row_json(entry))
-        assert isinstance(held, dict) and held["question"] == "q"
-        assert read_row(row_json(entry), "ab12", entry.energy, "explicit") == entry
-
-
-def _rows(path: Path) -> list[tuple[str, float, dict]]:
-    conn = sqlite3.connect(path)
-    try:
-        return [
-            (str(i), float(e), json.loads(row_text(d)))
-            for i, e, d in conn.execute("SELECT id, energy, data FROM entries ORDER BY rowid")
-        ]
-    finally:
-        conn.close()
-
-
-def test_a_store_writes_compact_rows_and_reads_whole_ones(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
+def test_people_read_a_store_with_sqlite3(tmp_path: Path) -> None:
+    """The columns and the ``lessons`` view answer plain SQL; the view's balance is the
+    balance the ledger gives (lazy upkeep since each row's anchor, pinned floored)."""
+    path = tmp_path / "lessons.db"
     with Ledger.open(path) as ledger:
         a = ledger.add("how do I clear the build cache", "delete .cache/build; it regrows")
-        b = ledger.add("why do the api workers crashloop", "the queue url is unset in staging")
-        ticket = ledger.decide("clear the build cache")
-        assert ticket.deciding_entry == a.id
-        ledger.settle(ticket.id, 2.0, "freed 2 GB")
-        ledger.tick()
-        before = {e.id: e.to_dict() for e in ledger.store.alive()}
-        assert schema_version(ledger.backend.conn) == len(MIGRATIONS) >= 7
-    rows = {i: d for i, _, d in _rows(path)}
-    assert set(rows) == {a.id, b.id}
-    for data in rows.values():
-        assert "id" not in data and "energy" not in data and "born_cycle" not in data
-    assert rows[a.id]["uses"] == 1 and rows[a.id]["last_used_cycle"] == 0
-    assert "uses" not in rows[b.id] and "lineage" not in rows[b.id]
-
-    # The rows as darwin-memo wrote them before schema 7: whole, with a stale balance.
+        b = ledger.add("why do the api workers crashloop", "the queue url is unset", source="ci")
+        c = ledger.add("which port does the dashboard use", "8765 by default")
+        ledger.settle(ledger.decide("clear the build cache").id, 2.0, "freed 2 GB")
+        ledger.pin(c.id)
+        for _ in range(30):
+            ledger.tick()
+        balances = {e.id: e.energy for e in ledger.store.alive()}
     conn = sqlite3.connect(path)
-    with conn:
-        for entry_id, data in before.items():
-            conn.execute(
-                "UPDATE entries SET data = ? WHERE id = ?",
-                (json.dumps({**data, "energy": 4.75}), entry_id),
-            )
+    rows = conn.execute("SELECT id, question, answer, kind, sources FROM entries ORDER BY rowid")
+    assert [r[1:] for r in rows][:2] == [
+        (a.question, a.answer, "experience", '["agent"]'),
+        (b.question, b.answer, "experience", '["ci"]'),
+    ]
+    seen = dict(conn.execute("SELECT id, energy FROM lessons"))
+    assert seen.keys() == balances.keys() and len(seen) >= 2
+    for entry_id, energy in balances.items():
+        assert seen[entry_id] == pytest.approx(energy, abs=1e-12)
+    assert seen[c.id] == 0.0  # pinned: floored, where the row's energy column is not
+    (question,) = conn.execute("SELECT question FROM lessons WHERE id = ?", (a.id,)).fetchone()
+    assert question == a.question
+    assert conn.execute("SELECT typeof(data) FROM entries").fetchall() == [("text",)] * 3
     conn.close()
-    with Ledger.open(path) as ledger:
-        assert {e.id: e.to_dict() for e in ledger.store.alive()} == before
-        ledger.settle(ledger.decide("api workers crashloop").id, 1.0, "fixed")
-    rows = {i: d for i, _, d in _rows(path)}
-    assert "id" not in rows[b.id] and rows[b.id]["uses"] == 1  # written again: compact
-    assert rows[a.id]["id"] == a.id  # not written since: still whole, and still read
-    with Ledger.open(path) as ledger:
-        assert ledger.store.get(a.id).to_dict() == before[a.id]
+
+
+# -- m016: every earlier row form, rewritten --------------------------------------------
+
+
+def _coded(text: str) -> bytes:
+    """``text`` in schema 15's row code (the canonical Huffman code of
+    ``migrations._ROW_CODE_LENGTHS``): what an SQLite store wrote for a lesson's list."""
+    lengths = mig._ROW_CODE_LENGTHS
+    codes, code, prev = {}, 0, 0
+    for b in sorted(range(256), key=lambda b: (lengths[b], b)):
+        code <<= lengths[b] - prev
+        prev = lengths[b]
+        codes[b] = code
+        code += 1
+    acc = bits = 0
+    for b in text.encode("utf-8"):
+        acc = (acc << lengths[b]) | codes[b]
+        bits += lengths[b]
+    pad = -bits % 8
+    acc = (acc << pad) | ((1 << pad) - 1)
+    return bytes([1]) + acc.to_bytes((bits + pad) // 8, "big")
+
+
+def _store_at(path: Path, version: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at TEXT NOT NULL)"
+    )
+    for number, name, fn in MIGRATIONS[:version]:
+        conn.execute("BEGIN")
+        fn(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (number, name))
+        conn.execute("COMMIT")
+    return conn
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_m016_rewrites_every_earlier_form(
+    tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = MemoryEntry("q whole", "a whole", kind=EntryKind.ENTITY, sources=["s"], energy=2.0,
+                        uses=2, id="e1")  # fmt: skip
+    lesson = MemoryEntry("why 502? café", "restart nginx ✓", sources=["ci"], recorded_ts="t",
+                         id="e2")  # fmt: skip
+    dump = mig._dump_16
+    listed = dump([lesson.question, lesson.answer, lesson.sources, lesson.recorded_ts])
+    forms = {  # id -> (kind column, data)
+        "e1": ("entity", dump({**whole.to_dict(), "energy": 9.5})),  # before schema 7
+        "e2": ("4", _coded(listed)),  # schema 15: coded, kind as a digit
+        "e3": ("experience", listed),  # schema 11
+        "e4": (
+            "2",
+            dump(
+                {
+                    "question": "q4",
+                    "answer": "a4",
+                    "sources": [],
+                    "uses": 0,
+                    "recorded_ts": "t",
+                    "note": 7,
+                }
+            ),
+        ),
+        "e5": ("4", "not json"),  # damage: left as it is
+        "e6": ("1", _coded(listed)[:-3] + b"\x00\x00\x00"),  # a torn code: left too
+    }
+    path = tmp_path / "old.db"
+    conn = _store_at(path, 15)
+    for rowid, (entry_id, (kind, data)) in enumerate(forms.items(), 1):
+        conn.execute(
+            "INSERT INTO entries (rowid, id, alive, energy, kind, data, version, toks) "
+            "VALUES (?, ?, 0, 1.5, ?, ?, 1, 'x')",
+            (rowid, entry_id, kind, data),
+        )
+    if not compiled:
+        monkeypatch.setenv("DARWIN_MEMO_PURE_PYTHON", "1")
+    code = mig._RowCode()  # (compiled: in C where ``_ctext`` is built and wanted)
+    assert code.compiled is None or compiled
+    assert code.text(_coded(listed)) == listed
+    conn.execute("BEGIN")
+    mig.m016_readable_rows(conn)
+    conn.execute("COMMIT")
+    got = {
+        r[0]: r[1:]
+        for r in conn.execute("SELECT id, kind, question, answer, sources, data FROM entries")
+    }
+    rest = {
+        k: v
+        for k, v in whole.to_dict().items()
+        if k not in ("id", "energy", "kind", "question", "answer", "sources")
+        and (k, v) not in (("born_cycle", 0), ("last_used_cycle", -1), ("lineage", []))
+    }
+    assert got["e1"][:4] == ("entity", "q whole", "a whole", '["s"]')
+    assert json.loads(got["e1"][4]) == rest and rest["uses"] == 2
+    assert got["e2"] == ("experience", lesson.question, lesson.answer, '["ci"]',
+                         '{"recorded_ts":"t"}')  # fmt: skip
+    assert got["e3"] == got["e2"]
+    assert got["e4"] == ("entity", "q4", "a4", "[]", '{"recorded_ts":"t","note":7}')
+    assert got["e5"] == ("experience", None, None, None, "not json")
+    assert got["e6"][:4] == ("inferred", None, None, None)
+    conn.close()
 
 
 def test_a_damaged_entries_page_is_store_corrupt_for_reads_too(tmp_path: Path) -> None:
@@ -208,3 +271,37 @@ def test_a_damaged_entries_page_is_store_corrupt_for_reads_too(tmp_path: Path) -
         assert run.returncode == 1 and "Traceback" not in run.stderr
         assert json.loads(run.stdout)["code"] == "store_corrupt", run.stdout
     assert path.read_bytes() == damaged
+
+
+def test_m016_reports_progress_on_large_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn = _store_at(tmp_path / "old.db", 15)
+    rows = [(i, f"e{i}", f'["q{i}","a{i}",[],"t"]') for i in range(1, 13)]
+    conn.executemany(
+        "INSERT INTO entries (rowid, id, alive, energy, kind, data, version) "
+        "VALUES (?, ?, 1, 1.0, '4', ?, 1)",
+        rows,
+    )
+    for threshold, lines in ((100, 0), (12, 1)):
+        monkeypatch.setattr(mig, "PROGRESS_FROM", threshold)
+        conn.execute("BEGIN")
+        mig.m016_readable_rows(conn)
+        conn.execute("ROLLBACK")
+        err = capsys.readouterr().err.splitlines()
+        assert err == ["darwin-memo: schema 16, plain rows: 12 of 12 entries"][:lines]
+    conn.close()
+
+
+def test_the_lessons_view_is_ours_only_as_created(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Ledger.open(path) as ledger:
+        ledger.add("q", "a")
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert mig.foreign_objects(conn) == []
+    conn.execute("DROP VIEW lessons")
+    conn.execute(mig.SCHEMA_VIEWS["lessons"].replace("e.alive = 1", "e.alive = 0"))
+    assert mig.foreign_objects(conn, code_only=True) == ["view 'lessons'"]
+    conn.close()
+    with pytest.raises(StoreFormatError, match="view 'lessons'"):
+        Ledger.open(path)

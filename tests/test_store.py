@@ -232,16 +232,3 @@ def test_saved_file_loads_in_published_shape(tmp_path: Path) -> None:
             "lineage",
             "id",
         } <= set(e)
-
-
-def test_the_sqlite_driver_is_the_packages_c_module() -> None:
-    """``backends.driver`` imports ``_sqlite3`` alone; its classes are ``sqlite3``'s, so a
-    caller's ``except sqlite3.Error`` still catches what the store raises."""
-    import sqlite3
-
-    from darwin_memo.backends.driver import sqlite3 as driver
-
-    assert driver.__name__ == "_sqlite3"
-    assert driver.Error is sqlite3.Error and driver.OperationalError is sqlite3.OperationalError
-    assert driver.connect is sqlite3.connect and driver.Row is sqlite3.Row
-    assert driver.OperationalError.__module__ == "sqlite3"  # what ledger._reads checks

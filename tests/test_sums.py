@@ -23,6 +23,7 @@ from darwin_memo.backends.sums import ONE, EnergySums, exact, read_sums, scan_su
 from darwin_memo.ledger import Ledger
 from darwin_memo.types import kind_name
 from test_economy import apply, op
+from test_packs import fold_rows
 
 
 def _rows_total(store: Any) -> float:
@@ -218,7 +219,8 @@ def test_a_store_from_before_schema_10_is_summed_when_opened(tmp_path: Path) -> 
         ledger.tick()
     stats = ledger.stats()
     ledger.close()
-    conn = sqlite3.connect(path)  # as darwin-memo left it before schema 10
+    fold_rows(path)  # as darwin-memo left it before schema 10
+    conn = sqlite3.connect(path)
     conn.execute("DROP TABLE energy_sums")
     conn.execute("DELETE FROM schema_migrations WHERE version >= 10")
     conn.commit()

@@ -29,7 +29,7 @@ from array import array
 from collections import defaultdict
 from typing import Any
 
-from darwin_memo.backends.sqlstore import entry_tokens, read_row, row_json
+from darwin_memo.backends.sqlstore import entry_tokens, read_row, row_values
 
 ENTRY_TABLE = """
 CREATE TABLE entries (id TEXT PRIMARY KEY, alive INTEGER NOT NULL, energy REAL NOT NULL,
@@ -93,10 +93,7 @@ def build(
         tokens = entry_tokens(e)
         for t in tokens:
             lists[t].append(rowid)
-        held = json.loads(row_json(e))  # a lesson's row may be the list of its values
-        keys = ("question", "answer", "sources", "recorded_ts")
-        d = dict(zip(keys, held, strict=True)) if isinstance(held, list) else held
-        del d["question"], d["answer"]
+        d = {"sources": e.sources, **json.loads(row_values(e)[4])}  # all but the text
         rest = json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
         if deflate:
             packer = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict)
@@ -130,10 +127,10 @@ def main() -> None:
     store = sys.argv[1]
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     rows = [
-        (*row[:-1], read_row(row[-1], row[1], row[3], row[7]))
+        (*row[:-4], read_row(row[-4], row[1], row[3], row[7], *row[-3:]))
         for row in conn.execute(
             "SELECT rowid, id, alive, energy, anchor, pinned, death_tick, kind, damaged, "
-            "version, data FROM entries WHERE alive = 1 ORDER BY rowid"
+            "version, data, question, answer, sources FROM entries WHERE alive = 1 ORDER BY rowid"
         )
     ]
     conn.close()

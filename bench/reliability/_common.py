@@ -37,52 +37,6 @@ TOPICS = [
 
 SUFFIX = {"db": ".db", "json": ".json"}
 
-#: Bugs these benchmarks found, as reported in docs/reliability.md. Failures that
-#: match one are labelled with its id (and tolerated with --allow-known).
-KNOWN_BUGS = {
-    "KB1-non-utf8-args": (
-        "Arguments that are not valid UTF-8 (Python hands them over surrogate-escaped) "
-        "are not refused up front. As a ticket id (settle/abandon) or --source they "
-        "fail with code internal (UnicodeEncodeError writing the journal); echoed back "
-        "(obituary text, usage messages) they make stdout invalid UTF-8, and with a "
-        "strict stdout encoding (PYTHONIOENCODING=utf-8) obituary prints a Traceback "
-        "(ledger_cmd._emit runs outside the try)."
-    ),
-    "KB2-nul-store-path": (
-        "A store path containing NUL fails with code internal (ValueError: embedded "
-        "null byte) instead of bad_input."
-    ),
-    "KB3-json-recursion": (
-        "A deeply nested JSON store file fails with code internal (RecursionError "
-        "escapes read_json) instead of store_corrupt."
-    ),
-    "KB4-sqlite-bad-json-row": (
-        "An SQLite store whose meta or tickets row holds invalid JSON fails with code "
-        "internal (JSONDecodeError in SqliteBackend._meta / ticket loading) instead "
-        "of store_corrupt."
-    ),
-    "KB5-sqlite-one-byte-file": (
-        "An existing one-byte .db file (a store truncated to 1 byte) is taken by SQLite "
-        "for an empty database: every operation, even stats, silently writes a fresh "
-        "schema over it and answers as an empty store instead of refusing it."
-    ),
-    "KB6-json-journal-lag": (
-        "JSON stores: a process killed after the store file is replaced but before the "
-        "journal (NAME.events.jsonl) is appended leaves the last transaction only in the "
-        "store's ledger.journal_txn. Only the next write copies it into the journal, so "
-        "until then verify() reports problems (and `ledger verify` exits 1), events() "
-        "lacks the transaction, and `darwin-memo migrate` copies the short journal: the "
-        "destination never verifies."
-    ),
-    "KB7-json-lock-timeouts": (
-        "JSON stores under many concurrent CLI writers (16 processes on 2 cores): about "
-        "1 % of commands (6 % with a long-lived process writing too) give up after the "
-        "10 s lock timeout with store_locked. Nothing is lost or half-written, but the "
-        "caller must retry. The sidecar lock is polled (sleeps up to 50 ms, no queue), "
-        "and every write re-reads and rewrites the whole file."
-    ),
-}
-
 
 def topic_question(name: str) -> str:
     return f"How do I clear the {name} cache safely?"
@@ -120,6 +74,7 @@ def machine() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "darwin_memo": darwin_memo.__version__,
         "darwin_memo_path": str(Path(darwin_memo.__file__).parent),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
     }
 
 

@@ -367,14 +367,6 @@ def run_one(
         )
     summary["targets"] = checks
     summary["ok"] = all(checks.values())
-    # KB7: on a JSON store, commands that gave up waiting for the lock (and changed
-    # nothing: no phantom settlement) are the only failures.
-    locked = all(f.get("code") in ("store_locked", "StoreLockedError") for f in failures)
-    only_kb7 = (
-        backend == "json" and bool(failures) and locked and not errors
-        and all(v for k, v in checks.items() if k != "zero_failed_commands")
-    )  # fmt: skip
-    summary["known_bug"] = "KB7-json-lock-timeouts" if only_kb7 else None
     return summary
 
 
@@ -413,11 +405,7 @@ def run(
         "machine": c.machine(),
         "total_wall_s": round(time.time() - t0, 1),
         "runs": results,
-        "known_bugs": {
-            r["known_bug"]: c.KNOWN_BUGS[r["known_bug"]] for r in results if r.get("known_bug")
-        },
         "ok": all(r["ok"] for r in results),
-        "ok_except_known_bugs": all(r["ok"] or r.get("known_bug") for r in results),
     }
 
 
@@ -441,7 +429,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holder-tick-every", type=int, default=20, help="holder ticks every N (20)")
     p.add_argument("--workdir", type=Path, help="keep stores here (default: a temp dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir")
-    p.add_argument("--allow-known", action="store_true", help="exit 0 when only known bugs fail")
     # internal: the child processes
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--holder", action="store_true", help=argparse.SUPPRESS)
@@ -472,9 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         pg_url=ns.pg_url,
     )
     print(json.dumps(summary, indent=2))
-    if summary["ok"] or (ns.allow_known and summary["ok_except_known_bugs"]):
-        return 0
-    return 1
+    return 0 if summary["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -36,9 +36,6 @@ Targets, checked on every command (exit status 1 when any fails):
 * ``no_writes_through_links``: after a command on a hostile store, the file its
   planted links lead to is unchanged and a missing one was not created.
 
-Failures that match a bug already reported in docs/reliability.md are marked
-with its id (``known_bug``); ``--allow-known`` exits 0 when only those fail.
-
     python bench/reliability/fuzz_cli.py                  # corpus + 1000 random per backend
     python bench/reliability/fuzz_cli.py --cases 200 --backends json --seed 7
 """
@@ -72,8 +69,6 @@ SOFT_REFUSALS = {
     "pinned": False,
     "unpinned": False,
 }
-
-KNOWN_BUGS = c.KNOWN_BUGS
 
 
 @dataclass
@@ -590,30 +585,6 @@ def _is_text_bad(a: Any) -> bool:
     return any(0xD800 <= ord(ch) <= 0xDFFF for ch in a)
 
 
-def known_bug(
-    case: Case, argv: list[Any], res: c.CliResult, problem: str | None, backend: str
-) -> str | None:
-    text = res.text
-    if case.fixture == "truncated-1" and backend == "db" and res.rc == 0:
-        return "KB5-sqlite-one-byte-file"
-    if any(_is_text_bad(a) for a in argv) and (
-        "UnicodeEncodeError" in text
-        or "surrogates not allowed" in text
-        or (problem or "").startswith("stdout is not valid UTF-8")
-    ):
-        return "KB1-non-utf8-args"
-    if "embedded null byte" in text:
-        return "KB2-nul-store-path"
-    if "RecursionError" in text and case.fixture == "json-deep":
-        return "KB3-json-recursion"
-    if "JSONDecodeError" in text and case.fixture in (
-        "sqlite-bad-meta-row",
-        "sqlite-bad-ticket-row",
-    ):
-        return "KB4-sqlite-bad-json-row"
-    return None
-
-
 def _snapshot(x: Ctx, path: Path, deep: bool) -> dict[str, Any]:
     if not deep:
         return {"bytes": c.file_digest(path)}
@@ -730,7 +701,6 @@ def run_case(x: Ctx, case: Case, cwd: Path, inprocess_only: bool = False) -> dic
         record["argv"] = c.describe_argv([a if isinstance(a, str) else repr(a) for a in argv])
         record["note"] = case.note
         record["fixture"] = case.fixture
-        record["known_bug"] = known_bug(case, argv, res, contract, x.backend)
     return record
 
 
@@ -795,8 +765,6 @@ def run(
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    failures = [f for r in results for f in r["failure_samples"]]
-    all_known = all(r["unknown_failures"] == 0 for r in results)
     return {
         "benchmark": "fuzz_cli",
         "machine": c.machine(),
@@ -805,11 +773,8 @@ def run(
         "random_cases_per_backend": 0 if corpus_only else cases,
         "total_wall_s": round(time.time() - t0, 1),
         "results": results,
-        "known_bugs": {
-            k: v for k, v in KNOWN_BUGS.items() if any(f.get("known_bug") == k for f in failures)
-        },
+        "failing_commands": sum(r["failing_commands"] for r in results),
         "ok": all(r["ok"] for r in results),
-        "ok_except_known_bugs": all_known,
     }
 
 
@@ -827,7 +792,7 @@ def _verify_live(x: Ctx) -> list[dict[str, Any]]:
     return [{"category": "live_store_verify", "via": "library", "outcome": "verify_failed",
              "code": None, "rc": None, "elapsed": 0.0,
              "problems": [("unsound", c.short(problems, 400))], "argv": [], "note": "",
-             "fixture": None, "known_bug": None}]  # fmt: skip
+             "fixture": None}]  # fmt: skip
 
 
 def _summarize(backend: str, records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
@@ -839,7 +804,7 @@ def _summarize(backend: str, records: list[dict[str, Any]], wall: float) -> dict
     samples: list[dict[str, Any]] = []
     seen: Counter[tuple[Any, ...]] = Counter()
     for r in failing:
-        key = (r["known_bug"], r["category"], tuple(sorted({k for k, _ in r["problems"]})))
+        key = (r["category"], tuple(sorted({k for k, _ in r["problems"]})))
         seen[key] += 1
         if seen[key] <= 2:
             samples.append(r)
@@ -857,8 +822,6 @@ def _summarize(backend: str, records: list[dict[str, Any]], wall: float) -> dict
         },
         "failing_commands": len(failing),
         "failing_by_target": dict(by_target),
-        "failing_by_known_bug": dict(Counter(r["known_bug"] or "unknown" for r in failing)),
-        "unknown_failures": sum(1 for r in failing if not r["known_bug"]),
         "failure_samples": samples[:40],
         "targets": targets,
         "ok": all(targets.values()),
@@ -883,7 +846,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run every case through darwin_memo.cli.main (fast; skips the strict-stdout cases)",
     )
-    p.add_argument("--allow-known", action="store_true", help="exit 0 when only known bugs fail")
     p.add_argument("--workdir", type=Path, help="keep stores here (default: a temp dir)")
     return p
 
@@ -901,9 +863,7 @@ def main(argv: list[str] | None = None) -> int:
         inprocess_only=ns.inprocess_only,
     )
     print(json.dumps(summary, indent=2))
-    if summary["ok"] or (ns.allow_known and summary["ok_except_known_bugs"]):
-        return 0
-    return 1
+    return 0 if summary["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ Reported too: whether ``verify()`` passes after one more write (a ``tick``),
 temporary files left behind, and, for JSON, whether the kill landed between the
 store write and the journal append (``unjournaled_txn_at_open``).
 
-Prints a JSON summary; exits 1 if any target fails (``--allow-known``: unless
-every failing run matches a bug listed in ``_common.KNOWN_BUGS``).
+Prints a JSON summary; exits 1 if any target fails in any run.
 
     python bench/reliability/kill9.py                       # 200 runs per backend
     python bench/reliability/kill9.py --runs 10 --backends json
@@ -225,23 +224,6 @@ CATEGORIES = {
 }
 
 
-LAG_SYMPTOMS = {"verify_on_open", "half_applied", "postmortem_migrate"}
-
-
-def known_bug(backend: str, fails: list[tuple[str, str]], info: dict[str, Any]) -> str | None:
-    """KB6: every failure is a symptom of the journal lagging the store by one
-    transaction (the store holds it, the journal does not), and one write heals it."""
-    cats = {k for k, _ in fails}
-    if (
-        backend == "json"
-        and info.get("unjournaled_txn_at_open")
-        and cats <= LAG_SYMPTOMS
-        and info.get("verify_after_write") == []
-    ):
-        return "KB6-json-journal-lag"
-    return None
-
-
 def _migrate_inprocess(src: Path, dest: Path) -> tuple[int, str]:
     from darwin_memo.cli import main as cli_main
 
@@ -391,7 +373,6 @@ def run(
             "ops_before_kill": [],
             "unjournaled_txn_at_open": 0,
             "failures_by_target": {k: 0 for k in CATEGORIES},
-            "failed_runs_by_known_bug": {},
             "verify_after_write_failures": 0,
             "tmp_leftovers": 0,
             "migrate": {"attempted": 0, "present": 0, "acknowledged": 0, "orphan_journal": 0},
@@ -443,15 +424,10 @@ def run(
                 agg["migrate"][k2] += v
             if res["fails"]:
                 agg["failed_runs"] += 1
-                kb = known_bug(backend, res["fails"], info)
-                agg["failed_runs_by_known_bug"][kb or "unknown"] = (
-                    agg["failed_runs_by_known_bug"].get(kb or "unknown", 0) + 1
-                )
                 samples = agg["failure_samples"]
-                known_shown = sum(1 for x in samples if x["known_bug"] == kb)
-                if len(samples) < 12 and (kb is None or known_shown < 3):
+                if len(samples) < 12:
                     samples.append({
-                        "run": i, "style": style, "migrate": migrate, "known_bug": kb,
+                        "run": i, "style": style, "migrate": migrate,
                         "fails": [f"{k}: {m}" for k, m in res["fails"][:4]],
                         "unjournaled_txn_at_open": info.get("unjournaled_txn_at_open"),
                         "dir": str(run_dir) if keep != "none" else None,
@@ -467,7 +443,6 @@ def run(
         }
         agg["targets"] = {k: agg["failures_by_target"][k] == 0 for k in CATEGORIES}
         agg["ok"] = all(agg["targets"].values())
-        agg["unknown_failed_runs"] = agg["failed_runs_by_known_bug"].get("unknown", 0)
         results.append(agg)
         if keep == "none":
             shutil.rmtree(template, ignore_errors=True)
@@ -482,14 +457,7 @@ def run(
         "total_wall_s": round(time.time() - t0, 1),
         "workdir": str(base) if (workdir is not None or keep != "none") else None,
         "results": results,
-        "known_bugs": {
-            k: c.KNOWN_BUGS[k]
-            for r in results
-            for k in r["failed_runs_by_known_bug"]
-            if k in c.KNOWN_BUGS
-        },
         "ok": all(r["ok"] for r in results),
-        "ok_except_known_bugs": all(r["unknown_failed_runs"] == 0 for r in results),
     }
 
 
@@ -509,7 +477,6 @@ def build_parser() -> argparse.ArgumentParser:
         default="failures",
         help="which run folders to keep for inspection (failures)",
     )
-    p.add_argument("--allow-known", action="store_true", help="exit 0 when only known bugs fail")
     # internal: the child
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store", help=argparse.SUPPRESS)
@@ -534,9 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.keep,
     )
     print(json.dumps(summary, indent=2))
-    if summary["ok"] or (ns.allow_known and summary["ok_except_known_bugs"]):
-        return 0
-    return 1
+    return 0 if summary["ok"] else 1
 
 
 if __name__ == "__main__":

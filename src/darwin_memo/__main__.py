@@ -2,7 +2,7 @@
 
 Importing this module runs nothing; ``main`` (``argv`` in, exit code out) is here for
 callers that want it. Run as a program, it goes through ``run``, which exits with
-``main``'s code (and ends a ``ledger`` operation without the interpreter's teardown).
+``main``'s code.
 """
 
 from .cli import main, run

@@ -20,9 +20,9 @@ import operator
 from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Generator, Iterator
+from dataclasses import dataclass
 
 from . import collector, native
-from .records import record
 from .types import EntryKind, MemoryEntry
 
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ SOURCE_POLICIES = ("off", "shared", "identical")
 MERGE_SIMILARITIES = ("jaccard", "weighted")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Merge:
     """One merge: the heir, the member ids it absorbed, and energy clipped at the cap."""
 

@@ -8,7 +8,7 @@ same thresholds.
 
 from __future__ import annotations
 
-from .records import record
+from dataclasses import dataclass
 
 __all__ = [
     "MIN_DEATHS",
@@ -31,7 +31,7 @@ STARVED_SHARE = 0.5
 MIN_QUIET_TICKS = 10
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Finding:
     """One diagnosis: what is wrong, the evidence, and what to do."""
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-from .records import field, record
+from dataclasses import dataclass, field
 
 __all__ = [
     "CREDIT_GAIN",
@@ -89,7 +88,7 @@ def safe_sum(values: Iterable[float]) -> float:
     return math.fsum(bounded(v) for v in values)
 
 
-@record
+@dataclass(slots=True)
 class Books:
     """Running totals of energy movements, by reason (signed; + flows in)."""
 

@@ -24,7 +24,7 @@ import stat
 import sys
 import time
 from _thread import allocate_lock
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from .errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 
@@ -202,14 +202,8 @@ def decoding_depth() -> Iterator[None]:
                 sys.setrecursionlimit(_saved_limit)
 
 
-def read_json(path: str | Path, document: Callable[[bytes], Any] | None = None) -> Any:
-    """Decode a JSON file, with one-line errors that name the file.
-
-    ``document``, where given, is tried first on the file's bytes (valid UTF-8 by
-    then), under the same recursion limit as ``loads``: what it returns is the result,
-    unless it is None, and then (as on any ValueError or RecursionError it raises) the
-    text is decoded with ``loads``, whose errors are the ones reported.
-    """
+def read_json(path: str | Path) -> Any:
+    """Decode a JSON file, with one-line errors that name the file."""
     p = os.fspath(path)  # not pathlib: a one-shot reader need not import it
     try:
         with open(p, "rb") as fh:
@@ -230,14 +224,6 @@ def read_json(path: str | Path, document: Callable[[bytes], Any] | None = None) 
             raise StoreFormatError(
                 f"{p} is not a valid darwin-memo store: not UTF-8 text (byte {exc.start})"
             ) from None
-    if document is not None:
-        try:
-            with decoding_depth():
-                made = document(raw)
-        except (ValueError, RecursionError):
-            made = None
-        if made is not None:
-            return made
     if text is None:
         text = raw.decode("ascii")
     try:

@@ -28,6 +28,7 @@ import os
 from _thread import RLock, get_ident
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from . import collector
 from .aliases import keyword_aliases
@@ -36,7 +37,6 @@ from .economy import MAX_MAGNITUDE
 from .errors import DarwinMemoError, StoreFormatError
 from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
 from .protocol import ProtocolAnswer, QueryProtocol
-from .records import field, record
 from .store import MemoryStore
 from .survival import SurvivalConfig, advance_lifecycle, assign_credit
 from .types import EntryKind, MemoryEntry, utc_now_iso
@@ -99,7 +99,7 @@ def new_ticket_id() -> str:
     return os.urandom(12).hex()  # 96 bits from the OS CSPRNG, as secrets.token_hex
 
 
-@record
+@dataclass
 class Ticket:
     """A decision awaiting its measured outcome."""
 
@@ -215,7 +215,7 @@ def _reads(method: Callable[..., _R]) -> Callable[..., _R]:
     return reading
 
 
-@record
+@dataclass(slots=True)
 class Changes:
     """What one operation did, for the backend to write in one transaction."""
 

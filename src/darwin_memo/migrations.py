@@ -5,15 +5,25 @@ migrations are recorded in ``schema_migrations`` inside the same transaction as
 the change itself. Never edit a released migration: fix forward with a new one.
 A store whose recorded version is newer than this code knows is refused rather
 than guessed at.
+
+Each migration is frozen: it carries the code it needs (the row forms it reads, the
+list codec it writes) instead of calling the store's live code, so a later change to
+that code does not change what an old migration does. What it shares with the store
+is the tokenizer (``retrieval.tokenize``), which is part of the format: a change to it
+comes with a migration that re-indexes.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import sqlite3
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import groupby
+from operator import itemgetter
 
-from .backends.driver import sqlite3
 from .errors import StoreFormatError
 from .types import utc_now_iso
 
@@ -21,8 +31,10 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_INDEXES",
     "SCHEMA_TABLES",
+    "SCHEMA_VIEWS",
     "apply_migrations",
     "foreign_objects",
+    "readable_row",
     "schema_version",
 ]
 
@@ -116,6 +128,10 @@ SCHEMA_INDEXES = frozenset(
         "tickets_open",
     }
 )  # fmt: skip
+#: Every view some schema version has held, with the SQL it was created with: a view of
+#: that name holding any other SQL is not ours (``foreign_objects``). Nothing of
+#: darwin-memo reads a view; they are for people who open a store with ``sqlite3``.
+SCHEMA_VIEWS: dict[str, str] = {}  # filled by the migrations that create them (m016)
 #: Tables SQLite makes itself (AUTOINCREMENT, ANALYZE), which hold no code.
 _SQLITE_TABLES = frozenset(
     {"sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"}
@@ -128,8 +144,9 @@ def foreign_objects(conn: sqlite3.Connection, *, code_only: bool = False) -> lis
     A store may come from anyone (a cloned repository, a shared folder). A trigger
     runs its SQL in the process that writes the table, a view named like one of our
     tables runs its query (a recursive one never ends) wherever we read that table,
-    and a virtual table runs its module's code: none of them is ever ours, so a
-    store holding one is refused before any statement touches its tables. With
+    and a virtual table runs its module's code: none of them is ever ours (but the
+    views of ``SCHEMA_VIEWS``, exactly as created), so a store holding one is refused
+    before any statement touches its tables. With
     ``code_only`` only those are listed; otherwise also tables we do not know and
     indexes we do not know that compute something (an expression or a ``WHERE``).
     A plain index on our columns runs nothing (someone's own index for their
@@ -147,9 +164,11 @@ def foreign_objects(conn: sqlite3.Connection, *, code_only: bool = False) -> lis
                 continue
         elif kind == "table":
             kind = "virtual table"
-        elif kind == "index" and (
-            code_only or name in SCHEMA_INDEXES or _plain_index(conn, name, table, sql)
-        ):
+        ours = (kind == "view" and SCHEMA_VIEWS.get(name) == sql) or (
+            kind == "index"
+            and (code_only or name in SCHEMA_INDEXES or _plain_index(conn, name, table, sql))
+        )
+        if ours:
             continue
         found.append(f"{kind} {name[:80]!a}")
     return found
@@ -236,8 +255,6 @@ def m002_lazy_population(conn: sqlite3.Connection) -> None:
     arithmetically, and ``death_tick`` (the first tick at which upkeep leaves the
     entry at or below zero) lets a tick find its dead without touching the living.
     """
-    from .backends.sqlstore import backfill_v2
-
     _script(
         conn,
         """
@@ -267,7 +284,77 @@ def m002_lazy_population(conn: sqlite3.Connection) -> None:
         )
         """,
     )
-    backfill_v2(conn)
+    _backfill_v2(conn)
+
+
+def _tokens(question: str, answer: str) -> list[str]:
+    """The set of an entry's tokens, sorted: what the index holds its row under."""
+    from .retrieval import tokenize
+
+    return sorted(set(tokenize(question + " " + answer)))
+
+
+def _death_tick(energy: float, anchor: int, upkeep: float, pinned: bool) -> int | None:
+    """The first tick after ``anchor`` at which lazy upkeep leaves ``energy`` dead
+    (at or below 1e-9)."""
+    if pinned:
+        return None
+    if energy <= 1e-9:
+        return anchor + 1
+    if upkeep <= 0:
+        return None
+    n = max(1, math.ceil((energy - 1e-9) / upkeep))
+    while n > 1 and energy - upkeep * (n - 1) <= 1e-9:
+        n -= 1
+    while energy - upkeep * n > 1e-9:
+        n += 1
+    return anchor + n
+
+
+def _backfill_v2(conn: sqlite3.Connection) -> None:
+    """Schema 2's columns and index for rows schema 1 wrote (each the whole
+    ``to_dict`` of its entry): the anchor at the store's tick, the pinned flag, the
+    death tick, the tokens, the postings of the living, the lineage, the living count."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    tick = int(json.loads(meta.get("tick_count", "0")))
+    upkeep = float(json.loads(meta.get("config", "{}")).get("upkeep", 0.05))
+    alive_count = 0
+    for rowid, alive, energy, data in conn.execute(
+        "SELECT rowid, alive, energy, data FROM entries"
+    ).fetchall():
+        d = json.loads(data)
+        pinned = bool(d.get("pinned", False))
+        toks = _tokens(d["question"], d["answer"])
+        conn.execute(
+            "UPDATE entries SET anchor=?, pinned=?, death_tick=?, toks=? WHERE rowid=?",
+            (
+                tick,
+                int(pinned),
+                _death_tick(float(energy), tick, upkeep, pinned) if alive else None,
+                " ".join(toks),
+                rowid,
+            ),
+        )
+        if alive:
+            alive_count += 1
+            for t in toks:
+                conn.execute(
+                    "INSERT INTO tokens (token, df) VALUES (?, 1) "
+                    "ON CONFLICT(token) DO UPDATE SET df = df + 1",
+                    (t,),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
+                    "SELECT id, ? FROM tokens WHERE token = ?",
+                    (rowid, t),
+                )
+        for member in d.get("lineage", []):
+            conn.execute(
+                "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, d["id"])
+            )
+    conn.execute(
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('alive', ?)", (alive_count,)
+    )
 
 
 @migration(3, "m003_balance_index")
@@ -293,11 +380,6 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
     Retrieval reads a list in one step and tests a common token's membership with a
     byte lookup, instead of a row or a probe per entry (see ``backends.sqlstore``).
     """
-    from itertools import groupby
-    from operator import itemgetter
-
-    from .backends.sqlstore import DENSE_MIN, _write_blocks
-
     _script(
         conn,
         """
@@ -321,13 +403,33 @@ def m004_packed_postings(conn: sqlite3.Connection) -> None:
     second = itemgetter(1)
     for (token_id, _token), group in groupby(rows, key=itemgetter(0, 2)):
         ids = list(map(second, group))
-        if len(ids) >= DENSE_MIN:
-            _write_blocks(conn, int(token_id), ids, True)
+        if len(ids) >= _DENSE_MIN:
+            _write_blocks(conn, int(token_id), ids)
             conn.execute("UPDATE tokens SET dense = 1 WHERE id = ?", (token_id,))
         else:  # the packs of schemas 4 to 12: 32-bit integers (m013 moves them)
             conn.execute(
                 "INSERT INTO packs (token_id, ids) VALUES (?, ?)", (token_id, _pack32(ids))
             )
+
+
+#: Holders from which a token's list is kept as bits in ``blocks`` of 2**_BLOCK_SHIFT
+#: rowids (the store's ``DENSE_MIN`` and ``BLOCK_SHIFT`` when m004 was written).
+_DENSE_MIN = 8192
+_BLOCK_SHIFT = 16
+
+
+def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int]) -> None:
+    """``token_id``'s rowids as bits in blocks, trailing zero bytes trimmed (the token
+    has no blocks yet)."""
+    by_block: dict[int, bytearray] = {}
+    for rowid in rowids:
+        bits = by_block.setdefault(rowid >> _BLOCK_SHIFT, bytearray(1 << (_BLOCK_SHIFT - 3)))
+        offset = rowid & ((1 << _BLOCK_SHIFT) - 1)
+        bits[offset >> 3] |= 1 << (offset & 7)
+    conn.executemany(
+        "INSERT OR REPLACE INTO blocks (token_id, block, bits) VALUES (?, ?, ?)",
+        [(token_id, block, bytes(bits).rstrip(b"\0")) for block, bits in by_block.items()],
+    )
 
 
 def _pack32(ids: list[int]) -> bytes:
@@ -511,15 +613,13 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
     migration run again) has its lists built from its rows. The version keeps older
     darwin-memo, which reads the lists from ``packs``, from using the store.
     """
-    from .backends.sqlstore import living_lists, pack_ids
-
     columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(tokens)")}
     if "ids" not in columns:
         conn.execute("ALTER TABLE tokens ADD COLUMN ids BLOB")
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     if "packs" in tables:
         moved = [
-            (pack_ids(sorted(set(_unpack32(blob)))), str(token))  # (as a pack must be)
+            (_pack_ids(sorted(set(_unpack32(blob)))), str(token))  # (as a pack must be)
             for token, blob in conn.execute(
                 "SELECT t.token, p.ids FROM tokens AS t JOIN packs AS p ON p.token_id = t.id "
                 "WHERE t.dense = 0 ORDER BY t.token"
@@ -529,11 +629,47 @@ def m013_lists_in_vocabulary(conn: sqlite3.Connection) -> None:
         conn.execute("DROP TABLE packs")  # first: the updates reuse its pages
         conn.executemany("UPDATE tokens SET ids = ? WHERE token = ?", moved)
     elif "ids" not in columns:
-        lists = living_lists(conn)[0]  # (a row without text: `verify` names it)
+        lists = _living_lists_v12(conn)
         conn.executemany(
             "UPDATE tokens SET ids = ? WHERE token = ? AND dense = 0",
-            [(pack_ids(lists[t]), t) for t in sorted(lists)],
+            [(_pack_ids(lists[t]), t) for t in sorted(lists)],
         )
+
+
+def _pack_ids(ids: Iterable[int]) -> bytes:
+    """Strictly increasing rowids as a pack (schema 13): the first, then each gap less
+    one, as unsigned LEB128 varints."""
+    out = bytearray()
+    last = -1
+    for rowid in ids:
+        value = rowid if last < 0 else rowid - last - 1
+        last = rowid
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out)
+
+
+def _living_lists_v12(conn: sqlite3.Connection) -> dict[str, list[int]]:
+    """Every token's rowids as the living rows of schema 12 make them: a row's ``toks``,
+    or where that is empty the tokens of the question and answer in its ``data`` (the
+    whole entry, its compact object or, a lesson, the list of its four values). A row
+    without them is left out (``ledger verify`` names it)."""
+    lists: dict[str, list[int]] = {}
+    for rowid, toks, data in conn.execute(
+        "SELECT rowid, toks, data FROM entries WHERE alive = 1 ORDER BY rowid"
+    ):
+        if not toks:
+            try:
+                d = json.loads(data)
+                question, answer = (d[0], d[1]) if type(d) is list else (d["question"], d["answer"])
+                toks = " ".join(_tokens(question, answer))
+            except (ValueError, TypeError, KeyError, IndexError):
+                continue
+        for t in str(toks).split():
+            lists.setdefault(t, []).append(int(rowid))
+    return lists
 
 
 #: The tables m014 rebuilds keyed by their text, with their columns.
@@ -588,3 +724,202 @@ def m015_coded_rows(conn: sqlite3.Connection) -> None:
     instead of 224,803).
     """
     del conn
+
+
+# -- schema 16: rows people can read ---------------------------------------------------
+#
+# Schemas 7 to 15 kept an entry in ``data`` in ever smaller forms: the whole ``to_dict``
+# (before 7), an object without its columns and default fields (7), a lesson as the list
+# of its four values (11), that list coded with a fixed Huffman code (15, a BLOB), and
+# ``kind`` as one digit (15). m016 reads every one of them with the code below (frozen
+# here: the store's code reads schema 16 only) and writes each row plainly.
+
+#: The kinds by their schema-15 code (``entries.kind`` one digit).
+_KIND_CODES_15 = ("explicit", "inferred", "entity", "cross_doc", "experience", "consolidated")
+#: Schema 15's row code: each byte value's codeword length (a complete canonical prefix
+#: code, codewords assigned in order of length, then byte value), one hex digit each.
+_ROW_CODE_LENGTHS = bytes(
+    int(d, 16)
+    for d in (
+        "cccccccccc6ccccccccccccccccccccc"
+        "3c99bba9778a6668667777788889baab"
+        "baa9b9bbb9ab99a99aa99abbbbcabac8"
+        "6576547755a756556a54467777ab5bcc"
+        "cccccccccccccccccccccccccccccccc"
+        "cccccccccccccccccccccbcccccccccc"
+        "ccbccccccccccccccccccccccccccccc"
+        "cccccccccccccccccccccccccccccccc"
+    )
+)
+
+
+class _RowCode:
+    """Schema 15's coded rows read back: a BLOB whose first byte is 1, then the UTF-8
+    bytes of the row's JSON, each as its codeword in the canonical Huffman code of
+    ``_ROW_CODE_LENGTHS`` (at most 12 bits), most significant bit first, the last byte
+    filled with one bits. ``darwin_memo._ctext.decode_text`` decodes the same code in C
+    (about 60 times faster) where that build has it; this is its Python twin."""
+
+    def __init__(self) -> None:
+        lengths = _ROW_CODE_LENGTHS
+        order = sorted(range(256), key=lambda b: (lengths[b], b))
+        codes = [0] * 256
+        code, prev = 0, lengths[order[0]]
+        for b in order:
+            code <<= lengths[b] - prev
+            prev = lengths[b]
+            codes[b] = code
+            code += 1
+        # For every 12-bit window: the byte whose codeword starts it, and its length.
+        self.table = [(0, 0)] * 4096
+        for b in range(256):
+            n = lengths[b]
+            first = codes[b] << (12 - n)
+            for w in range(first, first + (1 << (12 - n))):
+                self.table[w] = (b, n)
+        self.compiled = None
+        from . import native
+
+        module = native.compiled("_ctext")
+        if module is not None and hasattr(module, "set_text_code"):
+            module.set_text_code(lengths)
+            self.compiled = module.decode_text
+
+    def text(self, blob: bytes) -> str:
+        """The JSON text a coded row holds (ValueError: not one)."""
+        if not blob or blob[0] != 1:
+            raise ValueError("a BLOB in no row code")
+        if self.compiled is not None:
+            return str(self.compiled(blob))
+        n, rem = int.from_bytes(blob[1:], "big"), 8 * (len(blob) - 1)
+        out = bytearray()
+        while rem:
+            if rem >= 12:
+                w = (n >> (rem - 12)) & 0xFFF
+            else:
+                w = ((n & ((1 << rem) - 1)) << (12 - rem)) | ((1 << (12 - rem)) - 1)
+            byte, length = self.table[w]
+            if length > rem:
+                if rem < 8 and n & ((1 << rem) - 1) == (1 << rem) - 1:
+                    break  # the one bits that fill the last byte
+                raise ValueError("a codeword runs past the end")
+            out.append(byte)
+            rem -= length
+        return out.decode("utf-8")
+
+
+#: JSON as schema 16 writes it (compact, UTF-8, no NaN).
+_dump_16 = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+#: What a schema-16 row's ``data`` leaves out: fields at their published defaults.
+_DEFAULTS_16: tuple[tuple[str, object], ...] = (
+    ("born_cycle", 0),
+    ("last_used_cycle", -1),
+    ("uses", 0),
+    ("lineage", []),
+)
+
+
+def readable_row(data: str | bytes, kind: str, code: _RowCode | None = None) -> tuple[str, ...]:
+    """A row of schemas 1 to 15 (PostgreSQL 1 to 4) as schema 16 holds it:
+    ``(kind, question, answer, sources, data)``, ``sources`` a JSON list and ``data``
+    the rest of the entry as a JSON object without the fields at their defaults.
+    ValueError (or KeyError, TypeError) where the row holds no entry (damage)."""
+    if isinstance(data, bytes):
+        data = (code or _RowCode()).text(data)
+    d = json.loads(data)
+    if type(d) is list:  # schema 11: a lesson's four values
+        question, answer, sources, recorded_ts = d
+        d = {"question": question, "answer": answer, "sources": sources}
+        d["recorded_ts"] = recorded_ts
+    if type(d) is not dict:
+        raise ValueError("not an entry")
+    d.pop("id", None)  # the whole to_dict (before schema 7): the columns hold these
+    d.pop("energy", None)
+    kind = d.pop("kind", kind)  # (a kind in the JSON wins, as it did when read)
+    if len(kind) == 1:
+        kind = _KIND_CODES_15[int(kind)]
+    question, answer, sources = d.pop("question"), d.pop("answer"), d.pop("sources", [])
+    if type(question) is not str or type(answer) is not str or type(sources) is not list:
+        raise ValueError("no question, answer and sources")
+    for key, default in _DEFAULTS_16:
+        if key in d and d[key] == default:
+            del d[key]
+    return str(kind), question, answer, _dump_16(sources), _dump_16(d)
+
+
+#: Rows from which a migration that rewrites every row reports its progress on stderr.
+PROGRESS_FROM = 100_000
+
+#: The living lessons with their balance now (``backends.sqlstore._NOW``: the balance at
+#: the row's anchor tick less upkeep since, a pinned one floored at zero).
+_LESSONS_VIEW = """CREATE VIEW lessons AS
+SELECT e.id, e.kind, e.question, e.answer, e.sources,
+    CASE WHEN m.tick - e.anchor <= 0 THEN e.energy
+        WHEN e.pinned <> 0 AND e.energy - m.upkeep * (m.tick - e.anchor) < 0.0 THEN 0.0
+        ELSE e.energy - m.upkeep * (m.tick - e.anchor) END AS energy,
+    e.pinned, json_extract(e.data, '$.recorded_ts') AS recorded_ts
+FROM entries AS e, (
+    SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'tick_count'), 0)
+            AS tick,
+        COALESCE((SELECT json_extract(value, '$.upkeep') FROM meta WHERE key = 'config'), 0.0)
+            AS upkeep
+) AS m
+WHERE e.alive = 1"""
+SCHEMA_VIEWS["lessons"] = _LESSONS_VIEW
+
+
+@migration(16, "m016_readable_rows")
+def m016_readable_rows(conn: sqlite3.Connection) -> None:
+    """Each entry's question, answer, kind and sources in plain columns.
+
+    ``entries`` gains ``question``, ``answer`` (TEXT) and ``sources`` (a JSON list);
+    ``kind`` holds the kind's name again, and ``data`` the rest of the entry as a JSON
+    object (a lesson not settled yet: ``{"recorded_ts": ...}``). Every row is rewritten
+    (``readable_row``), in rowid order, a few thousand at a time; a row that holds no
+    entry keeps its ``data`` and gets no question (the store reports it as damaged, as
+    before). The view ``lessons`` shows the living with their balance now. Progress goes
+    to stderr from ``PROGRESS_FROM`` rows (about 20 s a million).
+    """
+    _script(
+        conn,
+        """
+        ALTER TABLE entries ADD COLUMN question TEXT;
+        ALTER TABLE entries ADD COLUMN answer TEXT;
+        ALTER TABLE entries ADD COLUMN sources TEXT
+        """,
+    )
+    (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+    code = _RowCode()
+    done, last = 0, 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, kind, data FROM entries WHERE rowid > ? ORDER BY rowid LIMIT 5000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        updates = []
+        for rowid, kind, data in rows:
+            try:
+                updates.append((*readable_row(data, str(kind), code), rowid))
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+                continue  # damage: left as it is
+        conn.executemany(
+            "UPDATE entries SET kind = ?, question = ?, answer = ?, sources = ?, data = ? "
+            "WHERE rowid = ?",
+            updates,
+        )
+        done += len(rows)
+        if total >= PROGRESS_FROM and (done % 100_000 < len(rows) or done == total):
+            print(
+                f"darwin-memo: schema 16, plain rows: {done:,} of {total:,} entries",
+                file=sys.stderr,
+                flush=True,
+            )
+    conn.execute(  # the kinds of rows left as they were
+        "UPDATE entries SET kind = CASE kind "
+        + " ".join(f"WHEN '{i}' THEN '{name}'" for i, name in enumerate(_KIND_CODES_15))
+        + " END WHERE length(kind) = 1 AND kind BETWEEN '0' AND '5'"
+    )
+    conn.execute(_LESSONS_VIEW)

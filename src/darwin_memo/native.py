@@ -1,12 +1,11 @@
 """The optional compiled helpers, and the switch that keeps everything in Python.
 
-Four C extensions are built at install time where a C compiler is found (``setup.py``,
-``optional=True``): ``_cjoin`` (the published merge rule's greedy join), ``_ctext``
-(tokens and ``HashingEmbedder``'s n-gram counts), ``_cpack`` (buried rows taken out
-of the SQLite store's token lists) and ``_cload`` (a JSON store file's plain
-entries). Each has a Python twin that gives the same result, bit for bit (tests
-compare them). ``compiled(name)`` returns the extension, or None where it is not built
-or ``DARWIN_MEMO_PURE_PYTHON=1`` asks for the Python twins.
+Two C extensions are built at install time where a C compiler is found (``setup.py``,
+``optional=True``): ``_cjoin`` (the published merge rule's greedy join) and ``_ctext``
+(tokens and ``HashingEmbedder``'s n-gram counts). Each has a Python twin that gives
+the same result, bit for bit (tests compare them). ``compiled(name)`` returns the
+extension, or None where it is not built or ``DARWIN_MEMO_PURE_PYTHON=1`` asks for the
+Python twins.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ PURE_PYTHON_ENV = "DARWIN_MEMO_PURE_PYTHON"
 
 
 def compiled(name: str) -> ModuleType | None:
-    """``darwin_memo.<name>`` (``"_cjoin"``, ``"_ctext"``, ``"_cpack"``, ``"_cload"``), or
-    None: not built or not wanted."""
+    """``darwin_memo.<name>`` (``"_cjoin"``, ``"_ctext"``), or None: not built or not
+    wanted."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:

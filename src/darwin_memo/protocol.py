@@ -9,8 +9,9 @@ say nothing than to guess.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .consolidate import DEFAULT_MERGE_THRESHOLD
-from .records import field, record
 from .store import MemoryStore
 from .temporal import render_consult
 from .types import EntryKind
@@ -18,7 +19,7 @@ from .types import EntryKind
 __all__ = ["ProtocolAnswer", "QueryProtocol"]
 
 
-@record
+@dataclass
 class ProtocolAnswer:
     """An answer with its provenance. ``text == ""`` means memory is silent.
 

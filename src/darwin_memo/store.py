@@ -15,26 +15,17 @@ is ever written.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from . import collector, economy, jsonfile, native
+from . import collector, economy, jsonfile
 from .errors import StoreFormatError
 from .jsonfile import StoreLockedError, store_lock, write_json_atomic
-from .records import record
 from .retrieval import LexicalRetriever, tokenize
 from .storefiles import warn_if_exposed
 from .temporal import recency_weight
-from .types import (
-    _KINDS,
-    _WRITTEN_KEYS,
-    _WRITTEN_TYPES,
-    ALIVE_EPSILON,
-    EntryKind,
-    MemoryEntry,
-    read_entry,
-)
+from .types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,30 +46,8 @@ __all__ = [
 
 MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
 
-#: What ``_cload.plain_entries`` checks a record against: ``read_entry``'s plain shape
-#: (keys in order, their types, the kinds by name) and the class it makes.
-_PLAIN_SHAPE = (_WRITTEN_KEYS, _WRITTEN_TYPES, _KINDS, MemoryEntry)
-#: ``darwin_memo._cload``'s functions by name once looked up: None where it is not
-#: built or not wanted (then ``read_entry`` makes every entry, with the same result).
-_COMPILED: dict[str, Any] = {}
 
-
-def _compiled(name: str) -> Any:
-    """``darwin_memo._cload.<name>`` (``read_document``, ``plain_entries``), or None."""
-    if name not in _COMPILED:
-        module = native.compiled("_cload")
-        _COMPILED[name] = None if module is None else getattr(module, name)
-    return _COMPILED[name]
-
-
-def _read_document(raw: bytes) -> Any:
-    """A store file's document with its plain entries made on the way (``load``), or None
-    where ``read_document`` does not take its layout (``read_json`` then decodes it
-    whole). Every other value is ``json.loads``'s, as the whole decode would make it."""
-    return _compiled("read_document")(raw, _WRITTEN_KEYS, _KINDS, MemoryEntry, json.loads)
-
-
-@record(frozen=True)
+@dataclass(frozen=True)
 class LoadProblem:
     """One stored record that could not be read (its raw form is kept and written
     back), or one whose balance was out of range and was clamped (``message`` says so)."""
@@ -438,14 +407,6 @@ class MemoryStore:
         listed in ``store.load_problems`` and kept verbatim so ``save`` writes them
         back: nothing is ever dropped.
         """
-        return cls._from_payload(payload, retriever, strict=strict, made=False)
-
-    @classmethod
-    def _from_payload(
-        cls, payload: Any, retriever: Retriever | None, *, strict: bool, made: bool
-    ) -> MemoryStore:
-        """``from_payload``; with ``made``, ``payload["entries"]`` may hold entries that
-        ``_cload.read_document`` made already (``load``), taken as they are."""
         if not isinstance(payload, dict):
             raise StoreFormatError(f"a store must be a JSON object, got {type(payload).__name__}")
         if "entries" not in payload:
@@ -480,25 +441,11 @@ class MemoryStore:
         population, graveyard = store._population, store._graveyard
         living: list[MemoryEntry] = []
         opening = 0.0
-        plain = _compiled("plain_entries") if type(population) is dict else None
         for where in ("entries", "graveyard"):
             records = payload.get(where, [])
             if not isinstance(records, list):
                 raise StoreFormatError(f"{where!r} must be a list of entry objects")
-            index = 0
-            while index < len(records):
-                if plain is not None and where == "entries":
-                    # The plain entries from here on, in C, as the lines below make them;
-                    # it stops at any other record, which the lines below read.
-                    index, opening = plain(
-                        records, index, opening, *_PLAIN_SHAPE, population, living, made
-                    )
-                    if index == len(records):
-                        break
-                raw = records[index]
-                index += 1
-                if made and type(raw) is MemoryEntry:
-                    raw = raw.to_dict()  # (the C run stopped at it: its id is known)
+            for index, raw in enumerate(records):
                 try:
                     entry = read_entry(raw)
                     if entry.id in population or entry.id in graveyard:
@@ -506,10 +453,10 @@ class MemoryStore:
                             f"entry {entry.id!r}: the id appears more than once in the store"
                         )
                 except StoreFormatError as exc:
-                    message = f"{where}[{index - 1}]: {exc}"
+                    message = f"{where}[{index}]: {exc}"
                     if strict:
                         raise StoreFormatError(message) from None
-                    store.load_problems.append(LoadProblem(where, index - 1, str(exc)))
+                    store.load_problems.append(LoadProblem(where, index, str(exc)))
                     store._unreadable[where].append(raw)
                     continue
                 if where == "entries":
@@ -569,20 +516,10 @@ class MemoryStore:
     ) -> MemoryStore:
         """Read a store file. Raises ``StoreNotFound`` or ``StoreFormatError`` (a ValueError)."""
         with collector.paused():  # a few small containers per entry, and its index
-            # A subclass with a from_payload of its own is given the decoded document.
-            own = cls.from_payload.__func__  # type: ignore[attr-defined]
-            ours = own is MemoryStore.from_payload.__func__  # type: ignore[attr-defined]
-            reader = ours and _compiled("read_document") is not None
-            document = _read_document if reader else None
-            payload = jsonfile.read_json(path, document)
+            payload = jsonfile.read_json(path)
             warn_if_exposed(path)  # (once a store is known to be there)
             try:
-                if ours:
-                    store = cls._from_payload(
-                        payload, retriever, strict=strict, made=document is not None
-                    )
-                else:
-                    store = cls.from_payload(payload, retriever, strict=strict)
+                store = cls.from_payload(payload, retriever, strict=strict)
             except StoreFormatError as exc:
                 raise StoreFormatError(f"{path} is not a valid darwin-memo store: {exc}") from None
             # The decoded document goes before the collector is back: its next

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 from . import economy
 from .aliases import keyword_aliases
@@ -23,7 +24,6 @@ from .consolidate import (
     merge_groups,
 )
 from .protocol import QueryProtocol
-from .records import field, record
 from .types import CycleStats, EntryKind, MemoryEntry, Trajectory
 
 TYPE_CHECKING = False
@@ -47,7 +47,7 @@ EXPERIENCE_DEDUP = 0.8
 _CONFIRMED = " Confirmed by outcome: "
 
 
-@record
+@dataclass
 class SurvivalConfig:
     """The knobs of a selection run (defaults are the published ones)."""
 
@@ -196,7 +196,7 @@ def death_cause(
     return "starved"
 
 
-@record
+@dataclass
 class SurvivalReport:
     """Per-cycle statistics and every trajectory of a run."""
 

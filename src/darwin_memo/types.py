@@ -12,10 +12,10 @@ import math
 import operator
 import os
 import time
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from .errors import StoreFormatError
-from .records import field, field_names, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ _lifecycle = operator.attrgetter(*_LIFECYCLE_DEFAULTS)
 _LIFECYCLE_AT_DEFAULTS = tuple(_LIFECYCLE_DEFAULTS.values())
 
 
-@record
+@dataclass
 class MemoryEntry:
     """A self-contained question/answer lesson with an energy balance."""
 
@@ -240,7 +240,7 @@ class MemoryEntry:
         )
 
 
-_ENTRY_KEYS = frozenset(field_names(MemoryEntry)) - {"extra"}
+_ENTRY_KEYS = frozenset(f.name for f in fields(MemoryEntry)) - {"extra"}
 
 #: The fields a plain entry (what ``to_dict`` writes for most) holds, with their JSON types.
 _PLAIN_TYPES: dict[str, type] = {
@@ -399,7 +399,7 @@ def read_compact(d: Any, ident: str, energy: float, kind: str) -> MemoryEntry:
     return MemoryEntry.from_dict(d)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Outcome:
     """A measured change in a conserved resource. Never a grade."""
 
@@ -407,7 +407,7 @@ class Outcome:
     detail: str = ""
 
 
-@record
+@dataclass
 class Task:
     """One decision an environment asks memory about."""
 
@@ -415,7 +415,7 @@ class Task:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class Trajectory:
     """What happened to one task: the answer, who decided it, what it measured.
 
@@ -431,7 +431,7 @@ class Trajectory:
     outcome: Outcome
 
 
-@record
+@dataclass
 class CycleStats:
     """One row of the survival table."""
 

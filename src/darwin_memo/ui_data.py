@@ -61,7 +61,7 @@ from .observe import (
     top_row,
 )
 from .retrieval import tokenize
-from .types import KIND_CODES, KIND_NAMES, MemoryEntry, kind_name
+from .types import MemoryEntry, kind_name
 
 __all__ = [
     "CAUSES",
@@ -549,7 +549,7 @@ class StoreView:
         params: dict[str, Any] = {}
         if query.kind:
             conds.append(_KIND_IS)
-            params.update(kind=query.kind, kind_code=KIND_CODES.get(query.kind, query.kind))
+            params.update(kind=query.kind)
         if query.flag == "pinned":
             conds.append("pinned = 1")
         elif query.flag == "probation":
@@ -690,7 +690,7 @@ class StoreView:
             params: dict[str, Any] = {}
             if query.kind:
                 conds.append(_KIND_IS)
-                params.update(kind=query.kind, kind_code=KIND_CODES.get(query.kind, query.kind))
+                params.update(kind=query.kind)
             prefix = query.id_prefix()
             tokens = query.tokens()
             if query.q:
@@ -810,36 +810,24 @@ def _round_energy(x: float) -> float | int:
 
 
 #: Whether a row holds the token ``:r{0}`` (``:w{0}`` is it between spaces): the tokens
-#: of its question and answer (``sqlstore.row_tokens``, schema 12). An ASCII row without
-#: an escape holds its tokens as they are, lowercase, in its JSON, so one of which
-#: ``lower(data)`` does not contain the token is passed by without reading its tokens;
-#: a row that is not ASCII (NFKC may have changed its tokens) or holds an escape (such
-#: as a ``\u`` one an older row was written with) always reads them.
+#: of its question and answer (``sqlstore.row_tokens``, schema 12). An ASCII row holds
+#: its tokens as they are, lowercase, in its text, so one whose text does not contain
+#: the token is passed by without reading its tokens; a row that is not ASCII (NFKC
+#: may have changed its tokens) always reads them.
 _HOLDS_TOKEN = (
-    "(typeof(data) = 'blob' OR instr(lower(data), :r{0}) > 0 "
-    "OR length(data) <> length(CAST(data AS BLOB)) "
-    "OR instr(data, char(92)) > 0) "
-    "AND instr(' ' || darwin_row_tokens(toks, data) || ' ', :w{0}) > 0"
+    "(instr(lower(question || ' ' || answer), :r{0}) > 0 "
+    "OR length(question || ' ' || answer) <> length(CAST(question || ' ' || answer AS BLOB))) "
+    "AND instr(' ' || darwin_row_tokens(toks, question || ' ' || answer) || ' ', :w{0}) > 0"
 )
 
-#: A row's question and answer: under their keys, or first and second in a lesson's row
-#: held as a list (schema 11; ``backends.sqlstore.row_json``), which may be coded
-#: (schema 15: SQL's ``darwin_row_text`` decodes it).
-_QUESTION = (
-    "COALESCE(json_extract(darwin_row_text(data), '$.question'), "
-    "json_extract(darwin_row_text(data), '$[0]'))"
-)
-_ANSWER = (
-    "COALESCE(json_extract(darwin_row_text(data), '$.answer'), "
-    "json_extract(darwin_row_text(data), '$[1]'))"
-)
-#: A row of kind ``:kind`` (``:kind_code``: its code, schema 15; rows written before
-#: hold the name).
-_KIND_IS = "kind IN (:kind, :kind_code)"
+#: A row's question and answer (plain columns, schema 16).
+_QUESTION = "question"
+_ANSWER = "answer"
+#: A row of kind ``:kind`` (its name, schema 16).
+_KIND_IS = "kind = :kind"
 
-#: A field of a row kept as an object (a coded row, schema 15, is a lesson's list row,
-#: which holds every field but its four at its default: NULL here).
-_FIELD = "(CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.{}') END)"
+#: A field of a row's ``data`` (the entry's fields without columns of their own).
+_FIELD = "json_extract(data, '$.{}')"
 
 
 def _balance_sql() -> str:
@@ -860,9 +848,7 @@ _ORDER_SQL = {
     "age_ticks": "(-COALESCE(" + _FIELD.format("born_cycle") + ", 0)) {dir}",
     "last_settled_tick": "COALESCE(" + _FIELD.format("last_used_cycle") + ", -1) {dir}",
     "uses": "COALESCE(" + _FIELD.format("uses") + ", 0) {dir}",
-    "kind": "(CASE kind "
-    + " ".join(f"WHEN '{code}' THEN '{name}'" for code, name in enumerate(KIND_NAMES))
-    + " ELSE kind END) {dir}",
+    "kind": "kind {dir}",
     "id": "id {dir}",
     "question": "lower(" + _QUESTION + ") {dir}",
 }

@@ -37,11 +37,10 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreFormatError
 from ..retrieval import EmbeddingRetriever, HashingEmbedder, _cosine
 from ..temporal import recency_weight
 from ..types import EntryKind, MemoryEntry
-from .sqlstore import SqlStore, read_row
+from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresBackend
@@ -183,17 +182,16 @@ class PgStore(SqlStore):
         table: DenseTable,
         rows: Iterable[tuple[Any, ...]],
     ) -> None:
-        """Bring the vectors of these ``(rowid, alive, data, text_hash, id, kind)`` rows in step."""
+        """Bring the vectors of these ``(rowid, alive, text, text_hash)`` rows in step
+        (``text``: the row's question and answer, ``MemoryEntry.text``)."""
         dead: list[int] = []
         todo: list[tuple[int, str, str]] = []
-        for rowid, alive, data, stored, entry_id, kind in rows:
+        for rowid, alive, text, stored in rows:
             if not alive:
                 if stored is not None:
                     dead.append(int(rowid))
                 continue
-            try:
-                text = read_row(data, entry_id, 0.0, kind).text
-            except (TypeError, ValueError, StoreFormatError):
+            if type(text) is not str:
                 continue  # an unreadable row: the exact scan cannot score it either
             digest = _text_hash(text)
             if digest != stored:
@@ -238,7 +236,7 @@ class PgStore(SqlStore):
                 (table.model, table.table, table.dims),
             )
         rows = conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id, e.kind FROM entries e "
+            "SELECT e.rowid, e.alive, e.question || ' ' || e.answer, v.text_hash FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.version > ?",
             (seen,),
         ).fetchall()
@@ -264,7 +262,7 @@ class PgStore(SqlStore):
         if table is None:
             return  # no table yet: the first search builds it
         rows = self.conn.execute(
-            f"SELECT e.rowid, e.alive, e.data, v.text_hash, e.id, e.kind FROM entries e "
+            "SELECT e.rowid, e.alive, e.question || ' ' || e.answer, v.text_hash FROM entries e "
             f"LEFT JOIN {table.table} v ON v.entry_rowid = e.rowid WHERE e.id = ANY(?)",
             (wanted,),
         ).fetchall()

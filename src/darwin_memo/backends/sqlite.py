@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 
@@ -34,7 +35,6 @@ from ..jsonfile import loads
 from ..migrations import MIGRATIONS, apply_migrations, foreign_objects, schema_version
 from ..storefiles import warn_if_exposed
 from . import hold_sqlite, is_live_sqlite, release_sqlite
-from .driver import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -121,28 +121,16 @@ def _merge_note_heir(note: Any) -> str | None:
     return None
 
 
-def _row_tokens(toks: object, data: object) -> str:
-    """SQL's ``darwin_row_tokens(toks, data)``: ``sqlstore.row_tokens``, and nothing
-    for a row whose text cannot be read (a search then passes it by)."""
+def _row_tokens(toks: object, text: object) -> str:
+    """SQL's ``darwin_row_tokens(toks, question || ' ' || answer)``:
+    ``sqlstore.row_tokens``, and nothing for a row without text (a search then passes
+    it by)."""
     from .sqlstore import row_tokens
 
     try:
-        return row_tokens(str(toks or ""), data if isinstance(data, (str, bytes)) else "")
+        return row_tokens(str(toks or ""), text if isinstance(text, str) else None)
     except StoreFormatError:
         return ""
-
-
-def _row_text(data: object) -> str | None:
-    """SQL's ``darwin_row_text(data)``: a row's ``data`` as JSON text (a coded row
-    decoded, schema 15), and NULL for one that cannot be read."""
-    from ..textcode import row_text
-
-    if isinstance(data, str):
-        return data
-    try:
-        return row_text(data) if isinstance(data, bytes) else None
-    except StoreFormatError:
-        return None
 
 
 class SqliteBackend:
@@ -205,7 +193,6 @@ class SqliteBackend:
             self._synchronous = "FULL"
             # A row's indexed tokens in SQL (the dashboard's graveyard search; schema 12)
             self.conn.create_function("darwin_row_tokens", 2, _row_tokens, deterministic=True)
-            self.conn.create_function("darwin_row_text", 1, _row_text, deterministic=True)
             apply_migrations(self.conn, self.file)
             #: The schema cookie this handle was opened at (``_check_schema``).
             self._schema_cookie = self._cookie()

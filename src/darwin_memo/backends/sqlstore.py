@@ -23,6 +23,7 @@ import contextlib
 import json
 import math
 import os
+import sqlite3
 import sys
 from array import array
 from bisect import bisect_left
@@ -30,24 +31,14 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
-from .. import collector, native, textcode
+from .. import collector
 from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
-from ..retrieval import STOPWORDS, LexicalRetriever, tokenize
+from ..retrieval import LexicalRetriever, tokenize
 from ..store import MemoryStore
 from ..temporal import recency_weight
-from ..types import (
-    _COMPACT_KEYS,
-    ALIVE_EPSILON,
-    KIND_CODES,
-    EntryKind,
-    MemoryEntry,
-    kind_name,
-    read_compact,
-    read_entry,
-)
-from .driver import sqlite3
+from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, kind_name
 from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
@@ -62,14 +53,14 @@ __all__ = [
     "SqlStore",
     "add_df",
     "apply_list_changes",
-    "backfill_v2",
     "death_tick",
     "entry_tokens",
     "index_problems",
     "living_lists",
     "read_row",
     "rebuild_token",
-    "row_json",
+    "row_tokens",
+    "row_values",
     "write_entries_bulk",
 ]
 
@@ -103,7 +94,10 @@ class ListChanges(dict[str, dict[int, bool]]):
         self.gone.clear()
 
 
-_COLUMNS = "rowid, id, alive, energy, anchor, pinned, data, kind"
+#: An entry's row as ``_materialize`` reads it.
+_COLUMNS = "rowid, id, alive, energy, anchor, pinned, data, kind, question, answer, sources"
+#: A row's text in SQL (``MemoryEntry.text``): what its tokens are read from.
+_TEXT = "question || ' ' || answer"
 #: A consolidation member's row as read for its burial: rowid, alive, toks, whether
 #: its ``data`` is the entry as held (read from that row, not from the cache), and
 #: kind, energy, anchor and pinned (what it leaves the running sums).
@@ -149,53 +143,72 @@ def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-#: What a row's JSON leaves out when the entry holds it: fields at these values (the
-#: published defaults). ``id``, ``energy`` and ``kind`` are never in it: columns hold them.
+#: What a row's ``data`` leaves out when the entry holds it: fields at these values
+#: (the published defaults).
 _ROW_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("born_cycle", 0),
     ("last_used_cycle", -1),
     ("uses", 0),
     ("lineage", []),
 )
+#: The fields of ``to_dict`` that a row keeps in columns of their own.
+_COLUMN_FIELDS = ("id", "energy", "kind", "question", "answer", "sources")
 
 
-def row_json(entry: MemoryEntry) -> str:
-    """An entry's ``data``: ``to_dict`` without what the row's columns hold (``id``,
-    ``energy``, ``kind``) and without the fields at their defaults (schema 7; ``read_row``).
-    What is left of a lesson not settled yet (most of a store), its question, answer,
-    sources and recording time, is a list of those four values (schema 11)."""
+def row_values(entry: MemoryEntry) -> tuple[str, str, str, str, str]:
+    """What an entry's row holds besides its balance and flags: ``(kind, question,
+    answer, sources, data)``. ``sources`` is a JSON list; ``data`` is the rest of
+    ``to_dict`` as a JSON object, without the fields at their published defaults (a
+    lesson not settled yet: ``{"recorded_ts": ...}``)."""
     d = entry.to_dict()
-    del d["id"], d["energy"], d["kind"]
+    for key in _COLUMN_FIELDS:
+        del d[key]
     for key, default in _ROW_DEFAULTS:
-        if d[key] == default:
-            del d[key]
-    if len(d) == 4 and tuple(d) == _COMPACT_KEYS:
-        return _ENCODER.encode(list(d.values()))
-    return _ENCODER.encode(d)
+        if d.get(key, default) == default:
+            d.pop(key, None)
+    return entry.kind.value, entry.question, entry.answer, _dumps(entry.sources), _dumps(d)
 
 
-def row_data(conn: Any, entry: MemoryEntry) -> str | bytes:
-    """What a row written now holds in ``data``: ``row_json``, or in an SQLite store a
-    lesson's list row in the row code, where that is shorter (schema 15, ``textcode``)."""
-    text = row_json(entry)
-    if text[:1] == "[" and isinstance(conn, sqlite3.Connection):
-        coded = textcode.encode(text)
-        if coded is not None:
-            return coded
-    return text
+#: The kinds by name (a row's ``kind``).
+_KINDS = {k.value: k for k in EntryKind}
 
 
-def read_row(data: str | bytes, entry_id: str, energy: float, kind: str) -> MemoryEntry:
-    """The entry a row holds: its ``data`` with its ``id``, ``energy`` and ``kind`` columns.
-
-    Rows written before schema 7 hold the whole ``to_dict`` (their ``energy`` is the
-    balance when last written; the caller sets the balance from the columns). A BLOB is
-    a lesson's list row in the row code, and ``kind`` may be the kind's code (schema 15).
-    """
-    d = loads(data if type(data) is str else textcode.row_text(data))
-    if type(d) is list or (type(d) is dict and "id" not in d):
-        return read_compact(d, entry_id, float(energy), kind_name(kind))
-    return read_entry(d)
+def read_row(
+    data: str, entry_id: str, energy: float, kind: str, question: str, answer: str, sources: str
+) -> MemoryEntry:
+    """The entry a row holds: its ``data`` with its columns. Anything the row does not
+    hold as it should (a damaged store) raises StoreFormatError or ValueError."""
+    d = loads(data)
+    if type(d) is not dict:
+        raise StoreFormatError("the row's data is not a JSON object")
+    if len(d) == 1 and kind in _KINDS:  # a lesson not settled yet (most rows): no dict
+        stamp, held = d.get("recorded_ts"), loads(sources)
+        if (
+            type(stamp) is str
+            and type(question) is str
+            and type(answer) is str
+            and type(held) is list
+            and all(type(s) is str for s in held)
+            and math.isfinite(energy)
+        ):
+            return MemoryEntry(
+                question=question,
+                answer=answer,
+                kind=_KINDS[kind],
+                sources=held,
+                energy=float(energy),
+                recorded_ts=stamp,
+                id=entry_id,
+            )
+    d.update(
+        id=entry_id,
+        energy=float(energy),
+        kind=kind_name(kind),
+        question=question,
+        answer=answer,
+        sources=loads(sources),
+    )
+    return MemoryEntry.from_dict(d)
 
 
 def entry_tokens(entry: MemoryEntry) -> list[str]:
@@ -211,66 +224,32 @@ def text_tokens(text: str) -> list[str]:
 #
 # The index holds each living row under the tokens of its question and answer. Until
 # schema 12 the row kept that set in its ``toks`` column (the tokens joined by spaces,
-# sorted: about a fifth of a store of lessons); from schema 12 an SQLite store leaves
-# the column empty and reads the set from the row's text when it needs it (a burial,
-# a consolidation's join, the graveyard's search): a lesson's list row in C in about
-# a microsecond (``_ctext.row_tokens``), any other row through ``tokenize``. Rows an
-# earlier schema wrote keep their ``toks`` until next written; both read alike.
-# PostgreSQL stores keep writing the column. The tokenizer is part of the store's
-# format: a change to what it makes of a text is a migration that re-indexes.
+# sorted); from schema 12 an SQLite store leaves the column empty and reads the set
+# from the row's text when it needs it (a burial, a consolidation's join, the
+# graveyard's search). Rows an earlier schema wrote keep their ``toks`` until next
+# written; both read alike. PostgreSQL stores keep writing the column. The tokenizer
+# is part of the store's format: a change to what it makes of a text is a migration
+# that re-indexes.
 
 
-def row_tokens(toks: str, data: str | bytes) -> str:
+def row_tokens(toks: str, text: str | None) -> str:
     """A row's indexed tokens as text (sorted, joined by spaces): its ``toks`` column,
-    or, where that is empty (schema 12), what its question and answer tokenize to."""
-    return toks if toks else token_text(data)
-
-
-def token_text(data: str | bytes) -> str:
-    """The tokens of the question and answer a row's ``data`` holds, sorted, joined by
-    spaces: ``" ".join(entry_tokens(entry))`` for the entry the row holds."""
-    fast = _compiled_row_tokens()
-    if fast is not None and type(data) in (str, bytes):
-        text = fast(data, STOPWORDS)
-        if text is not None:
-            return str(text)
-    try:
-        d = loads(data if type(data) is str else textcode.row_text(data))
-        question, answer = (d[0], d[1]) if type(d) is list else (d["question"], d["answer"])
-    except (ValueError, TypeError, KeyError, IndexError):
-        question = answer = None
-    if type(question) is not str or type(answer) is not str:
+    or, where that is empty (schema 12), what its text (``_TEXT``: question and answer)
+    tokenizes to. A row without text raises StoreFormatError."""
+    if toks:
+        return toks
+    if type(text) is not str:
         raise StoreFormatError(
             "a row holds no question and answer to index: the store is damaged "
             "(run `darwin-memo ledger FILE verify` to find it)"
         )
-    return " ".join(text_tokens(question + " " + answer))  # (MemoryEntry.text)
-
-
-#: ``_ctext.row_tokens`` once looked up (False: not built, or not wanted).
-_ROW_TOKENS: list[Any] = [None]
-
-
-def _compiled_row_tokens() -> Callable[[str | bytes, frozenset[str]], str | None] | None:
-    """``darwin_memo._ctext.row_tokens``, or None (not built, or not wanted)."""
-    fast = _ROW_TOKENS[0]
-    if fast is None:
-        textcode.compiled()  # (loads the row code: it reads coded rows too)
-        module = native.compiled("_ctext")
-        fast = _ROW_TOKENS[0] = getattr(module, "row_tokens", False) if module else False
-    return fast or None
+    return " ".join(text_tokens(text))
 
 
 def toks_column(conn: Any, toks: Iterable[str]) -> str:
     """What a row written now keeps in ``toks``: nothing on SQLite (schema 12: read
     from its text, ``row_tokens``), the tokens joined by spaces on PostgreSQL."""
     return "" if isinstance(conn, sqlite3.Connection) else " ".join(toks)
-
-
-def kind_column(conn: Any, kind: str) -> str:
-    """What a row written now holds in ``kind``: the kind's code in an SQLite store
-    (schema 15, ``types.KIND_CODES``), its name in a PostgreSQL one."""
-    return KIND_CODES.get(kind, kind) if isinstance(conn, sqlite3.Connection) else kind
 
 
 def death_tick(energy: float, anchor: int, upkeep: float, pinned: bool) -> int | None:
@@ -305,10 +284,11 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
 class _RowWrites:
     """Writes of bulk burials held back (``SqlStore.merge_batches``) to be made in one
     pass in key order: ``columns``, ``(energy, anchor, pinned, damaged, version,
-    rowid)`` of rows whose JSON stays; ``updates``, ``(energy, anchor, pinned, kind,
-    damaged, data, version, rowid)``; ``lineage``, ``(member, heir)`` in the order
-    written. Batch after batch, the burials land on every page of the table many times
-    over; in one pass by rowid, each page once (three times faster at 1M rows)."""
+    rowid)`` of rows whose values stay; ``updates``, ``(energy, anchor, pinned, damaged,
+    version, kind, question, answer, sources, data, rowid)``; ``lineage``, ``(member,
+    heir)`` in the order written. Batch after batch, the burials land on every page of
+    the table many times over; in one pass by rowid, each page once (three times faster
+    at 1M rows)."""
 
     __slots__ = ("columns", "lineage", "updates")
 
@@ -327,7 +307,8 @@ class _RowWrites:
         )
         conn.executemany(
             "UPDATE entries SET alive=0, energy=?, anchor=?, pinned=?, death_tick=NULL, "
-            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
+            "damaged=?, version=?, kind=?, question=?, answer=?, sources=?, data=? "
+            "WHERE rowid=?",
             sorted(self.updates, key=itemgetter(-1)),
         )
         conn.executemany(
@@ -485,63 +466,9 @@ BLOCK_SHIFT = 16  # rowids per block: 65,536, so at most 8 KiB of bits
 _BLOCK_MASK = (1 << BLOCK_SHIFT) - 1
 
 
-_CPACK: list[Any] = [None]  # darwin_memo._cpack, False where not built: looked up once
-
-
-def _cpack() -> Any:
-    """``darwin_memo._cpack``, or None: not built, or ``native.PURE_PYTHON_ENV`` set
-    (read at each call, so tests can switch; ``native.compiled`` imports each time)."""
-    if os.environ.get(native.PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
-    got = _CPACK[0]
-    if got is None:
-        got = _CPACK[0] = native.compiled("_cpack") or False
-    return got or None
-
-
 def pack_ids(ids: Iterable[int]) -> bytes:
     """Strictly increasing rowids as a pack: the first, then each gap less one, as
-    unsigned LEB128 varints (compiled in ``darwin_memo._cpack`` where built)."""
-    return _codec()[0](ids)
-
-
-def unpack_ids(blob: bytes) -> array[int]:
-    """A pack's rowids (``pack_ids``); StoreFormatError when it is torn."""
-    return _codec()[1](blob)
-
-
-_Codec = tuple[Callable[[Iterable[int]], bytes], Callable[[bytes], "array[int]"]]
-_COMPILED_CODEC: list[_Codec | None] = [None]
-
-
-def _codec() -> _Codec:
-    """``(pack_ids, unpack_ids)`` as compiled or in Python, for a loop to look up once."""
-    cpack = _cpack()
-    if cpack is None:
-        return _pack_python, _unpack_python
-    codec = _COMPILED_CODEC[0]
-    if codec is None:
-        encode, decode = cpack.encode_ids, cpack.decode_ids
-
-        def pack(ids: Iterable[int]) -> bytes:
-            coded: bytes = encode(
-                ids if isinstance(ids, array) and ids.typecode == "I" else array("I", ids)
-            )
-            return coded
-
-        def unpack(blob: bytes) -> array[int]:
-            arr = array("I")
-            try:
-                arr.frombytes(decode(blob))
-            except ValueError:
-                raise StoreFormatError(_TORN_PACK) from None
-            return arr
-
-        codec = _COMPILED_CODEC[0] = (pack, unpack)
-    return codec
-
-
-def _pack_python(ids: Iterable[int]) -> bytes:
+    unsigned LEB128 varints."""
     out = bytearray()
     last = -1
     for rowid in ids:
@@ -564,7 +491,8 @@ _TORN_PACK = (
 )
 
 
-def _unpack_python(blob: bytes) -> array[int]:
+def unpack_ids(blob: bytes) -> array[int]:
+    """A pack's rowids (``pack_ids``); StoreFormatError when it is torn."""
     arr = array("I")
     value = shift = 0
     last = -1
@@ -726,32 +654,14 @@ def new_stamp(conn: sqlite3.Connection) -> None:
 
 def _dropper(gone: Collection[int]) -> Callable[[bytes], bytes]:
     """``drop(pack)``: the pack (``pack_ids``) without the rowids ``gone``; the very
-    object passed when none of its rowids is gone. Compiled (``darwin_memo._cpack``,
-    over a bitmap of ``gone``) where built."""
-    if not gone:
-        return lambda pack: pack
-    cpack = _cpack()
-    if cpack is not None:
-        bits = bytearray((max(gone) >> 3) + 1)
-        for rowid in gone:
-            bits[rowid >> 3] |= 1 << (rowid & 7)
-        bitmap = bytes(bits)
-
-        def drop_compiled(pack: bytes) -> bytes:
-            try:
-                kept: bytes = cpack.drop_ids(pack, bitmap)
-            except ValueError:
-                raise StoreFormatError(_TORN_PACK) from None
-            return kept
-
-        return drop_compiled
+    object passed when none of its rowids is gone."""
 
     def drop(pack: bytes) -> bytes:
         ids = unpack_ids(pack)
         kept = [r for r in ids if r not in gone]
         return pack if len(kept) == len(ids) else pack_ids(kept)
 
-    return drop
+    return drop if gone else lambda pack: pack
 
 
 def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int, bool]]) -> None:
@@ -768,7 +678,6 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
     gone: Collection[int] = getattr(changes, "gone", None) or ()
     masks = _gone_masks(gone) if gone else {}
     drop = _dropper(gone)
-    encode, decode = _codec()  # looked up once: called for most tokens of a burial
     for part in _chunks(list(changes)):
         marks = ",".join("?" * len(part))
         writes: list[tuple[bytes | None, str]] = []
@@ -788,8 +697,8 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
                     _clear_blocks(conn, token_id, masks)
             else:
                 if held or blob is None:
-                    ids = decode(blob) if blob else array("I")
-                    fresh = drop(encode(_changed(ids, held)))
+                    ids = unpack_ids(blob) if blob else array("I")
+                    fresh = drop(pack_ids(_changed(ids, held)))
                 else:  # only rows gone: the pack as read, less them
                     fresh = drop(blob)
                     if fresh is blob:
@@ -949,7 +858,8 @@ def write_entry(
     ``sums``, the row leaves and joins them (``backends.sums``) as it was and is.
     """
     row = conn.execute(
-        "SELECT rowid, alive, toks, pinned, energy, anchor, kind, data FROM entries WHERE id = ?",
+        f"SELECT rowid, alive, toks, pinned, energy, anchor, kind, {_TEXT} FROM entries "
+        "WHERE id = ?",
         (entry.id,),
     ).fetchone()
     toks = entry_tokens(entry)
@@ -961,15 +871,15 @@ def write_entry(
         int(entry.pinned),
         death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
         toks_column(conn, toks),
-        kind_column(conn, entry.kind.value),
         int(damaged),
-        row_data(conn, entry),
         version,
+        *row_values(entry),
     )
     if row is None:
         cur = conn.execute(
-            "INSERT INTO entries (alive, energy, anchor, pinned, death_tick, toks, kind, damaged, "
-            "data, version, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (alive, energy, anchor, pinned, death_tick, toks, damaged, "
+            "version, kind, question, answer, sources, data, id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*params, entry.id),
         )
         rowid = int(cur.lastrowid or 0)
@@ -979,7 +889,8 @@ def write_entry(
         old_toks = row_tokens(str(row[2]), row[7]) if was_alive else ""
         conn.execute(
             "UPDATE entries SET alive=?, energy=?, anchor=?, pinned=?, death_tick=?, toks=?, "
-            "kind=?, damaged=?, data=?, version=? WHERE rowid=?",
+            "damaged=?, version=?, kind=?, question=?, answer=?, sources=?, data=? "
+            "WHERE rowid=?",
             (*params, rowid),
         )
     if was_alive and (not alive or old_toks != toks_text):
@@ -1039,8 +950,9 @@ def write_entries_bulk(
 
     def flush() -> None:
         conn.executemany(
-            "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, kind, "
-            "damaged, data, version, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, "
+            "damaged, version, kind, question, answer, sources, data, id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             batch,
         )
         batch.clear()
@@ -1070,10 +982,9 @@ def write_entries_bulk(
                 int(entry.pinned),
                 death_tick(entry.energy, tick, upkeep, entry.pinned) if alive else None,
                 toks_column(conn, toks),
-                kind_column(conn, entry.kind.value),
                 int(entry.id in damaged),
-                row_data(conn, entry),
                 version,
+                *row_values(entry),
                 entry.id,
             )
         )
@@ -1086,7 +997,6 @@ def write_entries_bulk(
     ordered = sorted(token_rows)
     packed = isinstance(conn, sqlite3.Connection) and not _postings_kept(conn)
     dense: list[str] = []  # (packed: the tokens whose lists go to blocks)
-    encode = _codec()[0]
     if packed:
         # Each token's row with its pack; a common token's bits go to its blocks.
         # (ids: only the tokens in blocks take one, schema 15; the others hold 0)
@@ -1097,7 +1007,7 @@ def write_entries_bulk(
             (
                 (dense_ids[t], t, len(ids), 1, None)
                 if len(ids) >= DENSE_MIN
-                else (0, t, len(ids), 0, encode(ids))
+                else (0, t, len(ids), 0, pack_ids(ids))
                 for t, ids in ((t, token_rows[t]) for t in ordered)
             ),
         )
@@ -1126,40 +1036,6 @@ def write_entries_bulk(
     return rowid
 
 
-def backfill_v2(conn: sqlite3.Connection) -> None:
-    """Fill the v2 columns and the index for rows written by schema v1."""
-    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    tick = int(loads(meta.get("tick_count", "0")))
-    config = loads(meta.get("config", "{}")) if "config" in meta else {}
-    upkeep = float(config.get("upkeep", 0.05))
-    rows = conn.execute("SELECT rowid, alive, energy, data FROM entries").fetchall()
-    alive_count = 0
-    for rowid, alive, energy, data in rows:
-        entry = read_entry(loads(data))
-        toks = entry_tokens(entry)
-        conn.execute(
-            "UPDATE entries SET anchor=?, pinned=?, death_tick=?, toks=? WHERE rowid=?",
-            (
-                tick,
-                int(entry.pinned),
-                death_tick(float(energy), tick, upkeep, entry.pinned) if alive else None,
-                " ".join(toks),
-                rowid,
-            ),
-        )
-        if alive:
-            alive_count += 1
-            # schema 2's index: postings (m004 adds packs and blocks, m006 drops them)
-            _index_tokens(conn, rowid, toks, +1, blocks=False, postings=True)
-        for member in entry.lineage:
-            conn.execute(
-                "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
-            )
-    conn.execute(
-        "INSERT OR REPLACE INTO counters (name, value) VALUES ('alive', ?)", (alive_count,)
-    )
-
-
 #: What ``index_problems`` compares per token: the token, its ``df``, its list as
 #: stored (None: its pack is torn), and whether it is kept in the wrong form (SQLite: a
 #: pack for a dense token, bits for another); a last item ``(None, 0, ids, False)``
@@ -1168,7 +1044,6 @@ _TokenList = tuple[str | None, int, Sequence[int] | None, bool]
 
 
 def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
-    decode = _codec()[1]
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     for token_id, block, bits in conn.execute("SELECT token_id, block, bits FROM blocks"):
         blocks.setdefault(int(token_id), []).append((int(block), bits))
@@ -1183,7 +1058,7 @@ def _sqlite_lists(conn: sqlite3.Connection) -> Iterator[_TokenList]:
             yield str(token), int(df), got, pack is not None
         else:
             try:
-                got = decode(pack) if pack is not None else array("I")
+                got = unpack_ids(pack) if pack is not None else array("I")
             except ValueError:
                 yield str(token), int(df), None, False  # torn
                 continue
@@ -1217,12 +1092,12 @@ def living_lists(conn: Any) -> tuple[dict[str, array[int]], list[int]]:
     ``row_tokens``), and the rowids of rows that hold no question and answer to read."""
     lists: dict[str, array[int]] = {}
     unreadable: list[int] = []
-    for rowid, toks, data in conn.execute(
-        "SELECT rowid, toks, CASE WHEN toks = '' THEN data END FROM entries "
+    for rowid, toks, text in conn.execute(
+        f"SELECT rowid, toks, CASE WHEN toks = '' THEN {_TEXT} END FROM entries "
         "WHERE alive = 1 ORDER BY rowid"
     ):
         try:
-            text = row_tokens(str(toks), data)
+            text = row_tokens(str(toks), text)
         except StoreFormatError:
             unreadable.append(int(rowid))
             continue
@@ -1305,7 +1180,7 @@ class SqlStore(MemoryStore):
         self._buried_written: set[str] = set()
         #: Heirs ``merge_many`` wrote, until the next ``flush``: id -> the row's
         #: (tick, version, damaged, data) then, so an unchanged heir is not written twice.
-        self._heirs_written: dict[str, tuple[int, int, bool, str | bytes]] = {}
+        self._heirs_written: dict[str, tuple[int, int, bool, tuple[str, ...]]] = {}
         #: While ``merge_batches`` runs (SQLite), the ``df`` changes not written yet,
         #: and the buried rows' columns and the lineage (``_RowWrites``).
         self._df_deferred: DfChanges | None = None
@@ -1326,9 +1201,9 @@ class SqlStore(MemoryStore):
         return max(now, 0.0) if pinned else now
 
     def _materialize(self, row: tuple[Any, ...]) -> MemoryEntry:
-        _rowid, entry_id, alive, energy, anchor, pinned, data, kind = row
+        _rowid, entry_id, alive, energy, anchor, pinned, data, kind, question, answer, sources = row
         try:
-            entry = read_row(data, entry_id, energy, kind)
+            entry = read_row(data, entry_id, energy, kind, question, answer, sources)
         except (TypeError, ValueError, StoreFormatError) as exc:
             raise StoreFormatError(
                 f"{self.backend.path}: unreadable entry {entry_id}: {exc}"
@@ -1392,7 +1267,7 @@ class SqlStore(MemoryStore):
                         self.tick,
                         self.backend.txn_version,
                         entry_id in self.damaged,
-                        row_data(self.conn, entry),
+                        row_values(entry),
                     ):
                         continue  # written by merge_many and unchanged since
                     self._write(entry, True)
@@ -1477,11 +1352,11 @@ class SqlStore(MemoryStore):
         """The lexical token set of each entry, as indexed (from its row: ``row_tokens``)."""
         wanted = {e.id: e for e in entries}
         found: dict[str, frozenset[str]] = {}
-        for entry_id, text, data in self.conn.execute(
-            "SELECT id, toks, CASE WHEN toks = '' THEN data END FROM entries WHERE alive = 1"
+        for entry_id, toks, text in self.conn.execute(
+            f"SELECT id, toks, CASE WHEN toks = '' THEN {_TEXT} END FROM entries WHERE alive = 1"
         ):
             if entry_id in wanted:
-                found[entry_id] = frozenset(row_tokens(str(text), data).split())
+                found[entry_id] = frozenset(row_tokens(str(toks), text).split())
         out = []
         for entry_id, entry in wanted.items():
             toks = found.get(entry_id)
@@ -1512,19 +1387,12 @@ class SqlStore(MemoryStore):
         if not isinstance(self.conn, sqlite3.Connection):
             return None
         cache = self._population
-        # A coded row (a BLOB, schema 15) is a lesson's list row: no probation, no
-        # juvenile, and its sources are read from its text below.
         columns = (
-            "rowid, id, energy, anchor, pinned, toks, "
-            "CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.probation') END, "
-            "CASE WHEN typeof(data) = 'text' THEN json_extract(data, '$.juvenile') END, "
-            "CASE WHEN toks = '' OR typeof(data) = 'blob' THEN data END"  # (schema 12)
+            "rowid, id, energy, anchor, pinned, toks, json_extract(data, '$.probation'), "
+            f"json_extract(data, '$.juvenile'), CASE WHEN toks = '' THEN {_TEXT} END"
         )
-        if need_sources:  # (a list row, schema 11, holds them third)
-            columns += (
-                ", CASE WHEN typeof(data) = 'text' THEN "
-                "COALESCE(json_extract(data, '$.sources'), json_extract(data, '$[2]')) END"
-            )
+        if need_sources:
+            columns += ", sources"
         try:
             rows = self.conn.execute(
                 f"SELECT {columns} FROM entries WHERE alive = 1 ORDER BY rowid"
@@ -1537,7 +1405,6 @@ class SqlStore(MemoryStore):
         rowids: list[int] = []
         ids: list[str] = []
         texts: list[str] = []  # the tokens as text: made into sets only where needed
-        fast = _compiled_row_tokens()
         sources: list[tuple[str, ...]] = []
         energies: list[float] = []
         others: list[frozenset[str]] = []
@@ -1557,12 +1424,7 @@ class SqlStore(MemoryStore):
             probation, juvenile = row[6] or 0, row[7] or 0
             held: Any = ()
             if entry is None and need_sources:
-                if row[9] is not None:
-                    held = loads(row[9])
-                elif type(row[8]) is bytes:
-                    held = loads(textcode.row_text(row[8]))[2]
-                else:
-                    held = []
+                held = loads(row[9]) if type(row[9]) is str else None
             if entry is None and (
                 type(probation) is not int
                 or type(juvenile) is not int
@@ -1585,13 +1447,7 @@ class SqlStore(MemoryStore):
                 sources.append(tuple(held))
             rowids.append(int(row[0]))
             ids.append(str(entry_id))
-            toks = row[5]
-            if not toks:  # (schema 12) row_tokens, inline: a million rows at 1M entries
-                data = row[8]
-                toks = fast(data, STOPWORDS) if fast is not None and data is not None else None
-                if toks is None:
-                    toks = token_text(data)
-            texts.append(toks)
+            texts.append(row_tokens(str(row[5]), row[8]))
             energies.append(energy)
         order = sorted(range(len(ids)), key=energies.__getitem__, reverse=True)  # stable
         rowids = [rowids[i] for i in order]
@@ -1654,8 +1510,9 @@ class SqlStore(MemoryStore):
                 for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
                     rows[int(row[0])] = row
                 continue
-            for *row, toks in self.conn.execute(
-                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",
+            for *row, toks, row_text in self.conn.execute(
+                f"SELECT {_COLUMNS}, toks, {_TEXT} FROM entries "
+                f"WHERE rowid IN ({marks}) AND +alive = 1",
                 tuple(part),
             ):
                 rows[int(row[0])] = tuple(row)
@@ -1664,7 +1521,7 @@ class SqlStore(MemoryStore):
                 # (the columns as SQLite types them: TEXT, REAL, INTEGER NOT NULL)
                 text = texts.get(int(row[0])) if texts is not None else None
                 if text is None:
-                    text = row_tokens(str(toks), row[6])
+                    text = row_tokens(str(toks), row_text)
                 kind = kind_name(row[7])
                 keep[entry_id] = (
                     int(row[0]), int(row[2]), text, fresh, kind, row[3], row[4], row[5],
@@ -1829,7 +1686,7 @@ class SqlStore(MemoryStore):
         for heir in heirs:
             rowid += 1
             toks = entry_tokens(heir)
-            data = row_data(conn, heir)
+            values = row_values(heir)
             damaged = heir.id in self.damaged
             rows.append(
                 (
@@ -1839,14 +1696,13 @@ class SqlStore(MemoryStore):
                     int(heir.pinned),
                     death_tick(heir.energy, self.tick, self.upkeep, heir.pinned),
                     toks_column(conn, toks),
-                    kind_column(conn, heir.kind.value),
                     int(damaged),
-                    data,
                     version,
+                    *values,
                     heir.id,
                 )
             )
-            self._heirs_written[heir.id] = (self.tick, version, damaged, data)
+            self._heirs_written[heir.id] = (self.tick, version, damaged, values)
             for t in toks:
                 counts[t] = counts.get(t, 0) + 1
                 held = changes.get(t)
@@ -1855,8 +1711,9 @@ class SqlStore(MemoryStore):
                 else:
                     held[rowid] = True
         conn.executemany(
-            "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, kind, "
-            "damaged, data, version, id) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (rowid, alive, energy, anchor, pinned, death_tick, toks, "
+            "damaged, version, kind, question, answer, sources, data, id) "
+            "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
         add_df(conn, counts, self._df_deferred)
@@ -1888,14 +1745,14 @@ class SqlStore(MemoryStore):
             missing = [e.id for e in entries if e.id not in rows]
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
-            for entry_id, rowid, alive, toks, kind, energy, anchor, pinned, data in conn.execute(
+            for entry_id, rowid, alive, toks, kind, energy, anchor, pinned, text in conn.execute(
                 "SELECT id, rowid, alive, toks, kind, energy, anchor, pinned, "
-                "CASE WHEN alive = 1 AND toks = '' THEN data END "
+                f"CASE WHEN alive = 1 AND toks = '' THEN {_TEXT} END "
                 f"FROM entries WHERE id IN ({marks})",
                 chunk,
             ):
                 rows[str(entry_id)] = (
-                    int(rowid), int(alive), row_tokens(str(toks), data) if alive else "", False,
+                    int(rowid), int(alive), row_tokens(str(toks), text) if alive else "", False,
                     kind_name(kind), float(energy), int(anchor), int(pinned),
                 )  # fmt: skip
         for entry in entries:
@@ -1929,10 +1786,9 @@ class SqlStore(MemoryStore):
                     entry.energy,
                     tick,
                     int(entry.pinned),
-                    kind_column(self.conn, entry.kind.value),
                     int(entry.id in damaged),
-                    row_data(self.conn, entry),
                     version,
+                    *row_values(entry),
                     rowid,
                 )
             )

@@ -17,11 +17,11 @@ and equals what a scan of them finds (``scan_sums``; ``ledger verify`` compares 
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 
 from ..types import kind_name
-from .driver import sqlite3
 
 __all__ = ["ONE", "EnergySums", "exact", "read_sums", "scan_sums"]
 

@@ -105,24 +105,14 @@ def _quiet_stdout() -> None:
 def run() -> None:
     """The ``darwin-memo`` command (and ``python -m darwin_memo``): ``main`` as a process.
 
-    A ``ledger`` operation is a short process (agents and the OpenClaw plugin run one on
-    every recall), so it skips two costs of a long-lived interpreter: the cyclic garbage
-    collector (which walks every imported module while the command imports them, and
-    nothing it would free outlives the command) and the interpreter's teardown. By the
-    time ``main`` returns, the store is closed and every write committed; the output is
-    flushed here and the process ends at once with ``main``'s exit code.
+    Output is flushed before the interpreter exits, so a reader that went away (a closed
+    pipe) ends the command with exit code 1 and no traceback, as it does inside ``main``.
     """
-    argv = sys.argv[1:]
-    if argv[:1] != ["ledger"]:
-        raise SystemExit(main(argv))
-    import gc
-
-    gc.disable()
-    code = main(argv)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:  # None: started with that descriptor closed
-                stream.flush()
-        except (OSError, ValueError):  # a closed pipe: the reader went away
-            code = code or 1
-    os._exit(code)
+    code = main(sys.argv[1:])
+    try:
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()
+    except (OSError, ValueError):  # a closed pipe: the reader went away
+        _quiet_stdout()
+        code = code or 1
+    raise SystemExit(code)

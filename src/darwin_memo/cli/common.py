@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from argparse import ArgumentTypeError
 
 from ..errors import DarwinMemoError
 
@@ -27,9 +28,6 @@ POISON_SOURCE = "forum-post"
 
 
 def _type_error(message: str) -> Exception:
-    # argparse is imported here, not above: the common ledger calls never load it.
-    from argparse import ArgumentTypeError
-
     return ArgumentTypeError(message)
 
 

@@ -15,14 +15,15 @@ second, empty memory.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import json
 import math
 import os
 import re
 import sys
 from collections.abc import Sequence
-from types import SimpleNamespace
 
 from ..errors import (
     DarwinMemoError,
@@ -36,7 +37,6 @@ from .common import CliError, positive_float, query_text, read_text_arg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable
     from pathlib import Path
     from typing import Any, NoReturn
@@ -61,27 +61,15 @@ class UsageError(Exception):
     pass
 
 
-def _parser_class() -> type[argparse.ArgumentParser]:
-    """argparse, imported on first use: the common calls never need it (``_quick``)."""
-    global _PARSER_CLASS
-    if _PARSER_CLASS is None:
-        import argparse
+class JsonArgumentParser(argparse.ArgumentParser):
+    """Usage errors become a JSON object (callers parse stdout)."""
 
-        class JsonArgumentParser(argparse.ArgumentParser):
-            """Usage errors become a JSON object (callers parse stdout)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NUMBER
 
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                self._negative_number_matcher = _NUMBER
-
-            def error(self, message: str) -> NoReturn:
-                raise UsageError(message)
-
-        _PARSER_CLASS = JsonArgumentParser
-    return _PARSER_CLASS
-
-
-_PARSER_CLASS: type[argparse.ArgumentParser] | None = None
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
 
 
 def _scale(text: str) -> float:
@@ -89,66 +77,36 @@ def _scale(text: str) -> float:
     return value
 
 
-#: Every ledger operation, in the order ``--help`` lists them.
-OPS = (
-    "decide",
-    "settle",
-    "abandon",
-    "add",
-    "forget",
-    "pin",
-    "unpin",
-    "obituary",
-    "tick",
-    "stats",
-    "verify",
-    "serve",
-)
-
-
-def build_ledger_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The ``ledger`` parser; ``only`` builds just that operation's subparser.
-
-    Building all eleven subparsers is about a tenth of a one-shot CLI call's work, so
-    ``main_ledger`` builds the one it expects and falls back to the whole parser when
-    that fails (the whole parser's messages are the ones users see).
-    """
-    parser_class = _parser_class()
-    p = parser_class(
+def build_ledger_parser() -> argparse.ArgumentParser:
+    """The ``ledger`` parser: ``STORE [--scale S] OP ...``, one subparser per operation."""
+    p = JsonArgumentParser(
         prog="darwin-memo ledger",
         description="Event-driven ledger operations on a store; prints one JSON object.",
     )
     p.add_argument("memory", help="store path (.json = published format; otherwise SQLite)")
     p.add_argument("--scale", type=_scale, default=1.0, help="resource scale (1.0)")
-    ops = p.add_subparsers(dest="op", metavar="OP", parser_class=parser_class)
+    ops = p.add_subparsers(dest="op", metavar="OP", parser_class=JsonArgumentParser)
     ops.required = True
 
-    def wanted(name: str) -> bool:
-        return only is None or only == name
+    o = ops.add_parser("decide", help="answer a question; returns a ticket")
+    o.add_argument("question", help="the question, or - to read it from stdin")
+    o.add_argument("-k", type=int, default=3, help="entries to consult (3)")
+    o.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
+    o.add_argument("--kind", choices=[k.value for k in EntryKind])
+    o.add_argument("--source")
 
-    if wanted("decide"):
-        o = ops.add_parser("decide", help="answer a question; returns a ticket")
-        o.add_argument("question", help="the question, or - to read it from stdin")
-        o.add_argument("-k", type=int, default=3, help="entries to consult (3)")
-        o.add_argument("--half-life", type=positive_float, help="recency half-life in ticks")
-        o.add_argument("--kind", choices=[k.value for k in EntryKind])
-        o.add_argument("--source")
+    o = ops.add_parser("settle", help="report a measured delta for a ticket")
+    o.add_argument("ticket_id")
+    o.add_argument("delta", help="the measured change (negative numbers need no --)")
+    o.add_argument("--detail", default="", help="what was measured (run id, test counts)")
 
-    if wanted("settle"):
-        o = ops.add_parser("settle", help="report a measured delta for a ticket")
-        o.add_argument("ticket_id")
-        o.add_argument("delta", help="the measured change (negative numbers need no --)")
-        o.add_argument("--detail", default="", help="what was measured (run id, test counts)")
+    o = ops.add_parser("abandon", help="release a ticket you did not act on")
+    o.add_argument("ticket_id")
 
-    if wanted("abandon"):
-        o = ops.add_parser("abandon", help="release a ticket you did not act on")
-        o.add_argument("ticket_id")
-
-    if wanted("add"):
-        o = ops.add_parser("add", help="write a lesson (creates the store if missing)")
-        o.add_argument("question", help="text, or - for stdin")
-        o.add_argument("answer", help="text, or - for stdin")
-        o.add_argument("--source", default="agent")
+    o = ops.add_parser("add", help="write a lesson (creates the store if missing)")
+    o.add_argument("question", help="text, or - for stdin")
+    o.add_argument("answer", help="text, or - for stdin")
+    o.add_argument("--source", default="agent")
 
     for name, text in (
         ("forget", "bury an entry now"),
@@ -156,92 +114,33 @@ def build_ledger_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("unpin", "return an entry to survival pressure"),
         ("obituary", "an entry's life story"),
     ):
-        if wanted(name):
-            o = ops.add_parser(name, help=text)
-            o.add_argument("entry_id")
+        o = ops.add_parser(name, help=text)
+        o.add_argument("entry_id")
 
-    if wanted("tick"):
-        o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
-        o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
+    o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
+    o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
 
-    if wanted("stats"):
-        ops.add_parser("stats", help="population and energy")
-    if wanted("verify"):
-        ops.add_parser(
-            "verify",
-            help="rebuild every balance from the journal and compare; check the index",
-        )
-    if wanted("serve"):
-        ops.add_parser(
-            "serve",
-            help="stay running: one JSON array of arguments a line on stdin, one reply a line",
-        )
+    ops.add_parser("stats", help="population and energy")
+    ops.add_parser(
+        "verify",
+        help="rebuild every balance from the journal and compare; check the index",
+    )
+    ops.add_parser(
+        "serve",
+        help="stay running: one JSON array of arguments a line on stdin, one reply a line",
+    )
     return p
 
 
-def _expected_op(argv: Sequence[str]) -> str | None:
-    """The operation ``argv`` most likely names (None: build the whole parser)."""
-    if any(a in ("-h", "--help") for a in argv):
-        return None
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--scale":
-            skip = True
-        elif arg in OPS:
-            return arg
-    return None
-
-
-def _plain(arg: str) -> bool:
-    """An argument argparse can only take as a value ("-" is stdin, also a value)."""
-    return arg == "-" or not arg.startswith("-")
-
-
-def _quick(argv: list[str]) -> argparse.Namespace | None:
-    """What argparse would return for the calls agents make on every recall, or None.
-
-    ``STORE decide QUESTION``, ``STORE settle TICKET DELTA [--detail TEXT]`` and ``STORE
-    abandon TICKET``, with nothing option-like where argparse could read an option: a
-    one-shot call then skips importing and building argparse (a tenth of its work).
-    Anything else, help and errors included, goes through the parser.
-    """
-    if len(argv) < 3 or not _plain(argv[0]) or argv[0] == "-":
-        return None
-    store, op, *rest = argv
-    base = {"memory": store, "scale": 1.0, "op": op}
-    if op == "decide" and len(rest) == 1 and _plain(rest[0]):
-        values = {"question": rest[0], "k": 3, "half_life": None, "kind": None, "source": None}
-    elif op == "settle" and len(rest) in (2, 4) and rest[0] != "-" and _plain(rest[0]):
-        delta = rest[1]
-        if not (_NUMBER.match(delta) or _plain(delta)):
-            return None
-        detail = ""
-        if len(rest) == 4:
-            if rest[2] != "--detail" or not _plain(rest[3]) or rest[3] == "-":
-                return None
-            detail = rest[3]
-        values = {"ticket_id": rest[0], "delta": delta, "detail": detail}
-    elif op == "abandon" and len(rest) == 1 and rest[0] != "-" and _plain(rest[0]):
-        values = {"ticket_id": rest[0]}
-    else:
-        return None
-    return SimpleNamespace(**base, **values)  # type: ignore[return-value]
+@functools.cache
+def _ledger_parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (``serve`` parses every request with it)."""
+    return build_ledger_parser()
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    """Parse with the expected operation's parser; anything odd goes to the whole one."""
-    quick = _quick(argv)
-    if quick is not None:
-        return quick
-    op = _expected_op(argv)
-    if op is not None:
-        try:
-            return build_ledger_parser(op).parse_args(argv)
-        except UsageError:
-            pass
-    parser = build_ledger_parser()
+    """``argv`` as the ledger parser reads it; a usage error names the usage line."""
+    parser = _ledger_parser()
     try:
         return parser.parse_args(argv)
     except UsageError as exc:
@@ -549,8 +448,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    import argparse
-
     p = sub.add_parser(
         "ledger",
         help="decide/settle/abandon/add/forget/pin/unpin/tick/stats/obituary/verify (JSON)",
