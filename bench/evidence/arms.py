@@ -30,6 +30,7 @@ from darwin_memo import (
     EMBEDDING_MERGE_THRESHOLD,
     EmbeddingRetriever,
     HashingEmbedder,
+    LexicalRetriever,
     MemoryEntry,
     MemoryStore,
     Outcome,
@@ -47,7 +48,9 @@ from .worlds import WORLDS, World
 POISON_SOURCE = "forum-post"
 IDLE_CYCLES = 10  # recency / ttl horizon (the published choice)
 QUARANTINE_CYCLES = 3  # quarantine cooldown (the published m = 3)
-NOISE_MODELS = ("none", "false_bad", "flip", "magnitude")
+NOISE_MODELS = ("none", "false_bad", "flip", "magnitude", "liar", "withhold", "withhold_positive")
+#: Adversaries with a per-cycle budget (``rate`` is the number of outcomes, not a share).
+BUDGET_MODELS = ("liar", "withhold", "withhold_positive")
 MAGNITUDE_RANGE = 4.0  # magnitude noise scales a delta by 4 ** U(-1, 1): x0.25 .. x4
 
 #: Embedders for the ``survival_embedding[_<name>]`` arms. To add an arm with another
@@ -100,21 +103,39 @@ class MeasuredEnv:
     ``magnitude``: with probability ``rate`` the sign is kept and the size scaled by
     ``4 ** u``, ``u`` uniform in [-1, 1] (x0.25 to x4), drawn from its own stream so
     the other models' draws are unchanged.
+
+    The budget models are adversaries, not noise: ``rate`` is a budget ``b`` of
+    outcomes per cycle, spent on the first eligible outcomes of the cycle.
+    ``liar`` (curation-targeted): the first ``b`` positive outcomes are reported
+    negated, so the lessons that did the good work are the ones debited.
+    ``withhold``: the first ``b`` non-zero outcomes are suppressed (reported as 0:
+    no measurement arrives). ``withhold_positive``: the sign-reading withholder,
+    which suppresses only good news. A budget at least the cycle's task count is
+    total suppression. No random draw is involved.
     """
 
-    def __init__(self, env: Environment, seed: int, noise: str = "none", rate: float = 0.0):
+    def __init__(
+        self,
+        env: Environment,
+        seed: int,
+        noise: str = "none",
+        rate: float = 0.0,
+        judge: Callable[[Task, str], float] | None = None,
+    ):
         if noise not in NOISE_MODELS:
             raise ValueError(f"unknown noise model {noise!r}")
         self.env = env
         self.seed = seed
         self.noise = noise
         self.rate = rate
+        self.judge = judge  # when set, it alone says what is reported (judge_settled)
         self.resource_scale = env.resource_scale
         self.true_deltas: list[list[float]] = []
         self.reported_deltas: list[list[float]] = []
         self._draws: dict[int, float] = {}
         self._scales: dict[int, float] = {}
         self._index: dict[int, int] = {}
+        self._spent = 0
 
     def tasks(self, cycle: int) -> list[Task]:
         tasks = self.env.tasks(cycle)
@@ -123,6 +144,7 @@ class MeasuredEnv:
         self._draws = {}
         self._scales = {}
         self._index = {}
+        self._spent = 0
         for i, task in enumerate(tasks):
             self._draws[i] = rng.random()
             self._scales[i] = MAGNITUDE_RANGE ** scale_rng.uniform(-1.0, 1.0)
@@ -135,6 +157,16 @@ class MeasuredEnv:
         outcome = self.env.verify(task, answer_text)
         true = outcome.delta
         i = self._index[id(task)]
+        if self.judge is not None:
+            said = self.judge(task, answer_text)
+            self.true_deltas[-1].append(true)
+            self.reported_deltas[-1].append(said)
+            return Outcome(said, f"judged {said:+.0f} (true {true:.0f})")
+        if self.noise in BUDGET_MODELS:
+            reported = self._adversary(outcome)
+            self.true_deltas[-1].append(true)
+            self.reported_deltas[-1].append(reported.delta)
+            return reported
         lie = self.noise != "none" and self._draws[i] < self.rate and true != 0
         if lie and self.noise == "magnitude":
             said = true * self._scales[i]
@@ -146,6 +178,17 @@ class MeasuredEnv:
         self.true_deltas[-1].append(true)
         self.reported_deltas[-1].append(reported.delta)
         return reported
+
+    def _adversary(self, outcome: Outcome) -> Outcome:
+        """A budgeted adversary's report of ``outcome`` (see the class docstring)."""
+        true = outcome.delta
+        eligible = true != 0 if self.noise == "withhold" else true > 0
+        if not eligible or self._spent >= self.rate:
+            return outcome
+        self._spent += 1
+        if self.noise == "liar":
+            return Outcome(-true, f"reported {-true:.0f} (true {true:.0f}, lie)")
+        return Outcome(0.0, f"withheld (true {true:.0f})")
 
 
 # --------------------------------------------------------------------------- #
@@ -340,14 +383,97 @@ class SalienceMatched(Policy):
         self.cycle = cycle + 1
 
 
+@dataclass
+class PolicyBandit(Policy):
+    """Successive elimination over entries, on the *sign* of the reported outcomes.
+
+    Each entry is a bandit arm; a pull is an outcome it decided (zero outcomes are
+    not pulls), a reward is 1 for a positive outcome and 0 for a negative one. After
+    every pull the decider is eliminated (buried) when its upper confidence bound
+    ``mean + sqrt(ln T / (2 n))`` is below ``threshold`` (0.5), where ``n`` is its
+    pulls and ``T`` the pulls of all entries so far; never before ``min_pulls`` (2)
+    pulls (spec §11.1).
+    """
+
+    threshold: float = 0.5
+    min_pulls: int = 2
+    pulls: dict[str, int] = field(default_factory=dict)
+    wins: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+    def on_outcome(
+        self, store: MemoryStore, decider: str | None, supporters: Sequence[str], delta: float
+    ) -> None:
+        if decider is None or delta == 0:
+            return
+        self.total += 1
+        n = self.pulls[decider] = self.pulls.get(decider, 0) + 1
+        w = self.wins[decider] = self.wins.get(decider, 0) + (1 if delta > 0 else 0)
+        if n < self.min_pulls:
+            return
+        bound = w / n + math.sqrt(math.log(max(self.total, 2)) / (2 * n))
+        if bound < self.threshold:
+            store.bury(decider, reason="burial")
+
+
+@dataclass
+class BudgetRelevance(Policy):
+    """Keep only the ``budget`` most relevant entries (EMBER-style fixed budget).
+
+    Relevance is how often an entry has been retrieved (as decider or supporter)
+    since the run began; at the end of every cycle all but the ``budget`` most
+    retrieved living entries are evicted (ties: store order). Outcomes are ignored.
+    """
+
+    budget: int = 4
+    retrieved: dict[str, int] = field(default_factory=dict)
+
+    def on_outcome(
+        self, store: MemoryStore, decider: str | None, supporters: Sequence[str], delta: float
+    ) -> None:
+        for i in (decider, *supporters):
+            if i is not None:
+                self.retrieved[i] = self.retrieved.get(i, 0) + 1
+
+    def end_cycle(self, store: MemoryStore, cycle: int) -> None:
+        living = store.alive()
+        ranked = sorted(range(len(living)), key=lambda r: (-self.retrieved.get(living[r].id, 0), r))
+        for r in ranked[self.budget :]:
+            store.bury(living[r].id, reason="burial")
+
+
+#: A write-time content filter (the defence an operator reaches for first): a
+#: sentence is refused when it carries any of these markers of untrusted or
+#: injected advice. Written once, from the demo poison's style, before any run.
+CONTENT_FILTER_MARKERS = (
+    "tip",
+    "forum",
+    "thread",
+    "rumor",
+    "trust me",
+    "redundant",
+    "nothing depends",
+    "ignore previous",
+    "ignore the runbook",
+)
+
+
+def content_filter_admits(entry: MemoryEntry) -> bool:
+    """True when ``entry``'s text carries none of ``CONTENT_FILTER_MARKERS``."""
+    text = f"{entry.question} {entry.answer}".lower()
+    return not any(marker in text for marker in CONTENT_FILTER_MARKERS)
+
+
 class PolicyLoop:
     """Ask, act, measure, and let a policy evict: no credit, upkeep or merges."""
 
-    def __init__(self, store: MemoryStore, env: MeasuredEnv, policy: Policy) -> None:
+    def __init__(
+        self, store: MemoryStore, env: MeasuredEnv, policy: Policy, client: Any = None
+    ) -> None:
         self.store = store
         self.env = env
         self.policy = policy
-        self.protocol = QueryProtocol(store)
+        self.protocol = QueryProtocol(store, client)
 
     def run_cycle(self, cycle: int) -> None:
         for task in self.env.tasks(cycle):
@@ -380,14 +506,74 @@ ARMS: tuple[str, ...] = (
 )
 
 
+#: The library's own loop, run by ``SurvivalLoop`` (plus ``survival@<knob>=<value>``
+#: ablations and the embedding arms). ``survival_paced`` skips upkeep on cycles with
+#: no non-zero reported outcome (``SurvivalConfig.upkeep_requires_settlement``).
+SURVIVAL_ARMS = ("survival", "survival_writes", "survival_paced")
+
+#: Knobs a ``survival@<knob>=<value>`` ablation arm may set (spec §11.2 ablations).
+#: ``min_coverage`` is the lexical retriever's relevance floor, ``upkeep`` the
+#: store's per-cycle charge; the rest are ``SurvivalConfig`` fields
+#: (``consolidate_every=0`` turns consolidation off).
+ABLATION_KNOBS = (
+    "credit_gain",
+    "min_coverage",
+    "upkeep",
+    "merge_threshold",
+    "consolidate_every",
+    "resource_scale",
+)
+
+
+def ablation_of(arm: str) -> dict[str, float]:
+    """The knob settings of a ``survival@k=v[,k=v]`` arm (empty for any other arm)."""
+    if not arm.startswith("survival@"):
+        return {}
+    out: dict[str, float] = {}
+    for part in arm[len("survival@") :].split(","):
+        knob, _, value = part.partition("=")
+        if knob not in ABLATION_KNOBS or not value:
+            raise ValueError(f"bad ablation {part!r} in arm {arm!r}; knobs: {ABLATION_KNOBS}")
+        out[knob] = float(value)
+    return out
+
+
+def survival_config(arm: str) -> SurvivalConfig:
+    """The ``SurvivalConfig`` a survival-family arm runs with (experience writes off)."""
+    if embedder_of(arm) is not None:
+        return SurvivalConfig(write_experience=False, merge_threshold=EMBEDDING_MERGE_THRESHOLD)
+    knobs = ablation_of(arm)
+    config = SurvivalConfig(
+        write_experience=arm == "survival_writes",
+        upkeep_requires_settlement=arm == "survival_paced",
+    )
+    if "credit_gain" in knobs:
+        config.credit_gain = knobs["credit_gain"]
+    if "merge_threshold" in knobs:
+        config.merge_threshold = knobs["merge_threshold"]
+    if "consolidate_every" in knobs:
+        config.consolidate_every = int(knobs["consolidate_every"])
+    if "resource_scale" in knobs:
+        config.resource_scale = knobs["resource_scale"]
+    return config
+
+
+def is_survival(arm: str) -> bool:
+    return arm in SURVIVAL_ARMS or arm.startswith("survival@") or embedder_of(arm) is not None
+
+
 #: Arms that remove survival's per-cycle counts (run after survival on the same seed).
 #: ``salience_matched`` needs the organic layer and is in the ``organic`` suite only.
 MATCHED_ARMS = ("random_matched", "salience_matched")
 
 
 def make_policy(arm: str, seed: int, removals: Sequence[int] | None) -> Policy:
-    if arm == "keep_everything":
+    if arm in ("keep_everything", "content_filter"):
         return KeepEverything()
+    if arm == "policy_bandit":
+        return PolicyBandit()
+    if arm == "budget_relevance":
+        return BudgetRelevance()
     if arm == "evict_on_negative":
         return Strikes(k=1)
     if arm in ("strikes_k2", "strikes_k3"):
@@ -465,31 +651,47 @@ def run_arm(
     removals: Sequence[int] | None = None,
     world: str = "storage",
     suite: dict[str, Any] | None = None,
+    client: Any = None,
+    judge: Callable[[Task, str], float] | None = None,
 ) -> dict[str, Any]:
-    """One arm on one seed; returns the metrics and the per-cycle series."""
+    """One arm on one seed; returns the metrics and the per-cycle series.
+
+    ``client``: an LLM client; the arm then answers in LLM mode (``QueryProtocol``
+    with a model, bench/evidence/llm_arms.py). ``judge``: reports its verdict instead
+    of the measured outcome (every metric still reads the truth).
+    """
     w = WORLDS[world]
     embedder = embedder_of(arm)
-    retriever = None if embedder is None else EmbeddingRetriever(EMBEDDERS[embedder]())
-    store = w.store(retriever)
+    knobs = ablation_of(arm)
+    retriever: Any = None
+    if embedder is not None:
+        retriever = EmbeddingRetriever(EMBEDDERS[embedder]())
+    elif "min_coverage" in knobs:
+        retriever = LexicalRetriever(min_coverage=knobs["min_coverage"])
+    admit = content_filter_admits if arm == "content_filter" else None
+    store = w.store(retriever, admit=admit)
+    if "upkeep" in knobs:
+        store.upkeep = knobs["upkeep"]
     # Paraphrases before any selection: what retrieval alone finds in the full store.
     initial = paraphrase_scores(store, QueryProtocol(store), w) if w.paraphrases else {}
     population: list[int] = []
     removed: list[int] = []
     kill: int | None = None
+    starve: int | None = None
     raw = w.env(seed, suite if suite is not None else {"files": files, "defects": 3})
     try:
-        env = MeasuredEnv(raw, seed, noise, rate)
+        env = MeasuredEnv(raw, seed, noise, rate, judge=judge)
         step: Callable[[int], object]
-        if arm in ("survival", "survival_writes") or embedder is not None:
-            config = SurvivalConfig(write_experience=arm == "survival_writes")
-            if embedder is not None:
-                config = SurvivalConfig(
-                    write_experience=False, merge_threshold=EMBEDDING_MERGE_THRESHOLD
-                )
-            loop = SurvivalLoop(store, env, config=config)
+        if is_survival(arm):
+            config = survival_config(arm)
+            protocol = None
+            if client is not None:
+                protocol = QueryProtocol(store, client, conflict_threshold=config.merge_threshold)
+            loop = SurvivalLoop(store, env, protocol=protocol, config=config)
             step = loop.run_cycle
         else:
-            step = PolicyLoop(store, env, make_policy(arm, seed, removals)).run_cycle
+            policy = make_policy(arm, seed, removals)
+            step = PolicyLoop(store, env, policy, client).run_cycle
         for cycle in range(cycles):
             before = len(store)
             step(cycle)
@@ -497,6 +699,8 @@ def run_arm(
             removed.append(max(0, before - len(store)))
             if kill is None and not advising_poison(store, w.poison_source):
                 kill = cycle
+            if starve is None and not any(w.poison_source in e.sources for e in store.alive()):
+                starve = cycle
     finally:
         raw.cleanup()
     true_cycle = [math.fsum(c) for c in env.true_deltas]
@@ -504,6 +708,7 @@ def run_arm(
     harmful = [sum(1 for d in c if d < 0) for c in env.true_deltas]
     upto = cycles if kill is None else kill + 1
     tail = true_cycle[-5:]
+    extra = memsec_metrics(store, w, starve) if (suite or {}).get("memsec") else {}
     return {
         "arm": arm,
         "seed": seed,
@@ -526,6 +731,39 @@ def run_arm(
         "cycle_delta": true_cycle,
         "population": population,
         "removed": removed,
+        **extra,
+    }
+
+
+def memsec_metrics(store: MemoryStore, world: World, starve: int | None) -> dict[str, Any]:
+    """What the memory-security suite reads besides the usual metrics.
+
+    ``poison_starve_cycle``: first cycle at whose end no entry from the poisoned
+    document is alive, acting or inert (``None``: never). ``inert_poison_final``:
+    poisoned entries alive at the end that do not read as an action. Laundering: a
+    consolidated heir (alive or buried) that merged a poisoned member with a member
+    from another document carries both sources (merges union them); ``laundered``
+    counts such heirs, ``laundered_alive_final`` those alive at the end, and
+    ``laundered_acting_final`` those that also read as an action.
+    """
+    src = world.poison_source
+    living = store.alive()
+    mixed = [
+        e
+        for e in (*living, *store.graveyard())
+        if e.lineage and src in e.sources and set(e.sources) - {src}
+    ]
+    alive_ids = {e.id for e in living}
+    return {
+        "poison_starve_cycle": starve,
+        "inert_poison_final": sum(
+            1 for e in living if src in e.sources and decision_polarity(e.answer) is not True
+        ),
+        "laundered": len(mixed),
+        "laundered_alive_final": sum(1 for e in mixed if e.id in alive_ids),
+        "laundered_acting_final": sum(
+            1 for e in mixed if e.id in alive_ids and decision_polarity(e.answer) is True
+        ),
     }
 
 
@@ -562,6 +800,8 @@ def run_seed(
 
 
 def cell_key(noise: str, rate: float) -> str:
+    if noise in BUDGET_MODELS:
+        return f"{noise}@{rate:g}"
     return "clean" if noise == "none" else f"{noise}@{rate:.2f}"
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from . import figures
 from .arms import cell_key
+from .distill import distill_section
 from .run import RESULTS, SUITES
 from .stats import bootstrap_ci, compare_grid, holm
 from .worlds import WORLDS
@@ -468,10 +469,11 @@ def published_section(manifest: dict[str, Any], runs: list[dict[str, Any]]) -> l
         *embedding_bullets(s, vs),
         *quarantine_bullets(runs, vs),
         "- **The paraphrase column is not the published probe set**: see the paraphrase "
-        "section below. **Not run here** (published, not reproduced): the ablations "
-        "(credit gain, coverage floor, upkeep, merge threshold, consolidation period, "
-        "resource scale), and the later arms of spec §11.4 (`policy_bandit`, "
-        "`judge_settled`, LLM arms, `budget_relevance`, the adversaries).",
+        "section below. The ablations, the adversaries, the memory-security classes and "
+        "the later arms of spec §11.4 (`policy_bandit`, `budget_relevance`, "
+        "`judge_settled`, the LLM arms) have their own sections below; `judge_settled` "
+        "ran on one seed with a local model, and the LLM arms are implemented but not "
+        "run on this machine (the reason and the command are there).",
     ]
     return out
 
@@ -1391,9 +1393,15 @@ def render(results: Path = RESULTS, suite: str = "headline") -> str:
         out += noisy_section(*noisy)
     else:
         out += ["## Noisy CI", "", "Not run yet (`--suite noisy`)."]
+    from .report_attacks import sections as evidence_ii  # issue 39; imports this module
+
+    out += evidence_ii(results)
     organic = organic_section(results)
     if organic:
         out += ["", *organic]
+    distilled = load_suite(results, "distill")  # opt-in: needs the [distill] extra
+    if distilled is not None:
+        out += ["", *distill_section(*distilled)]
     return "\n".join(out) + "\n"
 
 

@@ -5,6 +5,9 @@
     .venv/bin/python -m bench.evidence.run --suite noisy      # 30 seeds, lying CI
     .venv/bin/python -m bench.evidence.run --suite testsuite  # TestSuiteEnv, 10 seeds
     .venv/bin/python -m bench.evidence.run --suite organic    # usage-based retention
+    .venv/bin/python -m bench.evidence.run --suite adversary  # attacks, controls, ablations
+    (also withholding_30, withholding_60, memsec, injection, controls, ablations; the
+    opt-in judge, llm and noisy_testsuite need a model or an idle machine: issue 39)
     .venv/bin/python -m bench.evidence.run --suite all        # every suite (~1 h on 2 cores)
     python -m bench.evidence.run --suite distill  # opt-in: with the [distill] extra
 
@@ -49,6 +52,40 @@ NOISY_RATES = (0.05, 0.10, 0.20, 0.35)
 FLIP_RATES = (0.05, 0.10, 0.20, 0.35, 0.50)
 MAGNITUDE_RATES = (0.20, 0.50)
 QUICK_ARMS = ["survival", "random_matched", "keep_everything", "evict_on_negative"]
+#: Strike counters and quarantine: the arms the adversaries are measured against.
+#: (k = 2 and quarantine are left out to fit the 2-core machine: see docs/benchmarks.md.)
+COUNTER_ARMS = ["evict_on_negative", "strikes_k3", "consecutive_k2"]
+LIAR_BUDGETS = (1, 2, 4, 8)
+WITHHOLD_ARMS = [
+    "survival",
+    "survival_paced",
+    "evict_on_negative",
+    "consecutive_k2",
+    "keep_everything",
+]
+#: A budget of 12 (the tasks per cycle) is total suppression.
+WITHHOLD_CELLS = [
+    ["none", 0.0],
+    ["withhold", 4.0],
+    ["withhold", 8.0],
+    ["withhold", 12.0],
+    ["withhold_positive", 8.0],
+]
+ABLATION_ARMS = [
+    "survival@credit_gain=0.15",
+    "survival@credit_gain=0.3",
+    "survival@credit_gain=1.2",
+    "survival@min_coverage=0.15",
+    "survival@min_coverage=0.4",
+    "survival@upkeep=0.01",
+    "survival@upkeep=0.1",
+    "survival@upkeep=0.2",
+    "survival@merge_threshold=0.4",
+    "survival@merge_threshold=0.7",
+    "survival@consolidate_every=0",
+    "survival@resource_scale=25000",
+    "survival@resource_scale=400000",
+]
 #: The arms of the other worlds' suites (the issue's four, plus k = 3 and embeddings).
 WORLD_ARMS = [*QUICK_ARMS, "strikes_k3", "survival_embedding"]
 
@@ -104,12 +141,108 @@ SUITES: dict[str, dict[str, Any]] = {
         "cycles": 10,
         "defects": 3,
     },
+    # ---- Evidence II (issue 39): attacks, controls, ablations -------------------------
+    # Curation-targeted liar: the first b positive outcomes of each cycle reported negated.
+    "adversary": {
+        "seeds": list(range(30)),
+        "arms": ["survival", *COUNTER_ARMS, "keep_everything"],
+        "cycles": 30,
+        "files": 12,
+        "cells": [["none", 0.0]] + [["liar", float(b)] for b in LIAR_BUDGETS],
+    },
+    # Withholding: the first b non-zero (or, sign-reading, positive) outcomes suppressed.
+    "withholding_30": {
+        "seeds": list(range(10)),
+        "arms": WITHHOLD_ARMS,
+        "cycles": 30,
+        "files": 12,
+        "cells": WITHHOLD_CELLS,
+    },
+    "withholding_60": {
+        "seeds": list(range(10)),
+        "arms": WITHHOLD_ARMS,
+        "cycles": 60,
+        "files": 12,
+        "cells": WITHHOLD_CELLS,
+    },
+    # Attack classes: explicit (+ inert) poison and policy-conformant poison; defences.
+    "memsec": {
+        "runner": "worlds",
+        "memsec": True,
+        "seeds": list(range(10)),
+        "worlds": ["storage", "storage_conformant"],
+        "arms": ["survival", "keep_everything", "evict_on_negative", "content_filter"],
+        "cycles": 30,
+        "files": 12,
+    },
+    # Query-only injection through the agent's own memory writes (attacks.py).
+    "injection": {
+        "runner": "injection",
+        "seeds": list(range(30)),
+        "conditions": ["control", "plain", "admission", "probation"],
+        "plant_cycles": [2, 9, 16],
+        "cycles": 30,
+        "files": 12,
+    },
+    # Controls: a bandit over entries and a fixed relevance budget, clean and noisy.
+    "controls": {
+        "seeds": list(range(10)),
+        "arms": ["survival", "policy_bandit", "budget_relevance", "keep_everything"],
+        "cycles": 30,
+        "files": 12,
+        "cells": [
+            ["none", 0.0],
+            ["false_bad", 0.10],
+            ["false_bad", 0.35],
+            ["flip", 0.20],
+            ["flip", 0.50],
+        ],
+    },
+    # Ablations of survival's knobs, one at a time (spec §11.2), 5 seeds.
+    "ablations": {
+        "seeds": list(range(5)),
+        "arms": ["survival", *ABLATION_ARMS],
+        "cycles": 30,
+        "files": 12,
+    },
+    # TestSuiteEnv under flaky CI: 30 seeds, 10 cycles (the child processes make the
+    # published 30 cycles x 5 rates x 7 arms hours long on 2 shared cores).
+    "noisy_testsuite": {
+        "opt_in": True,  # about an hour on the shared 2-core machine: not run there
+        "world": "testsuite",
+        "seeds": list(range(30)),
+        "arms": ["survival", "evict_on_negative", "strikes_k3"],
+        "cycles": 10,
+        "defects": 3,
+        "cells": [["none", 0.0], ["false_bad", 0.10], ["false_bad", 0.20]],
+    },
+    # A local LLM judge settles every action (llm_arms.py; needs llama.cpp, so opt-in).
+    # One seed (published: 5): a verdict from SmolLM2-135M took 4-30 s on the shared
+    # 2-core machine (with the load), so 5 seeds could take most of an hour.
+    "judge": {
+        "runner": "llm",
+        "opt_in": True,
+        "seeds": [0],
+        "arms": ["survival", "judge_settled"],
+        "cycles": 12,
+        "files": 8,
+        "max_tokens": 16,
+    },
+    # LLM-mode arms (QueryProtocol with a model): few seeds, the model is slow on CPU.
+    "llm": {
+        "runner": "llm",
+        "opt_in": True,
+        "seeds": [0, 1],
+        "arms": ["survival_llm", "keep_everything_llm", "evict_on_negative_llm"],
+        "cycles": 10,
+        "files": 6,
+    },
     # Survivors into a LoRA adapter (bench/evidence/distill.py; needs the [distill] extra,
     # so `all` skips it): each cell is [noise, rate, arms whose final set is distilled].
     "distill": {
         "runner": "distill",
         "opt_in": True,
-        "seeds": list(range(5)),
+        "seeds": list(range(10)),
         "cycles": 30,
         "files": 12,
         "epochs": 80,
@@ -117,7 +250,11 @@ SUITES: dict[str, dict[str, Any]] = {
         "rank": 16,
         "cells": [
             ["none", 0.0, ["survival", "raw", "judge"]],
-            ["flip", 0.2, ["survival", "evict_on_negative", "consecutive_k2", "quarantine_m3"]],
+            [
+                "flip",
+                0.2,
+                ["survival", "evict_on_negative", "strikes_k3", "consecutive_k2", "quarantine_m3"],
+            ],
         ],
     },
 }
@@ -153,6 +290,12 @@ def run_suite(name: str, out_dir: Path, workers: int = 2, command: str | None = 
         worker = run_suite_seed
         if suite.get("runner") == "distill":
             from .distill import run_distill_seed as worker
+        elif suite.get("runner") == "llm":
+            from .llm_arms import run_llm_seed as worker
+        elif suite.get("runner") is not None:
+            from .attacks import RUNNERS
+
+            worker = RUNNERS[suite["runner"]]
         for result in pool.map(worker, [(s, suite) for s in suite["seeds"]]):
             path = target / f"seed-{result['seed']:02d}.json"
             path.write_text(json.dumps(result, sort_keys=True, indent=1) + "\n")
