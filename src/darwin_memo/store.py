@@ -347,6 +347,40 @@ class MemoryStore:
             shares[e.kind.value] = shares.get(e.kind.value, 0.0) + e.energy
         return {k: v / total for k, v in shares.items()}
 
+    # -- pages, for people browsing the store --------------------------------
+
+    def page_entries(
+        self,
+        *,
+        sort: str = "balance",
+        order: str = "desc",
+        kind: str = "",
+        flag: str = "",
+        search: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[MemoryEntry], int]:
+        """One page of living entries and how many matched (``backends.pages``:
+        the filters, the search rule and the sorts, ties by id)."""
+        from .backends.pages import PageRequest, matches, sort_key
+
+        request = PageRequest(sort, order, kind, flag, search, offset, limit)
+        found = [e for e in self.alive() if matches(e, request)]
+        found.sort(key=lambda e: e.id)
+        found.sort(key=sort_key(self, sort), reverse=request.desc)
+        return found[offset : offset + limit], len(found)
+
+    def page_graveyard(
+        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], int]:
+        """The ids of one page of dead entries, most recently buried first, and how
+        many matched (``backends.pages``' search rule)."""
+        from .backends.pages import PageRequest, matches
+
+        request = PageRequest(kind=kind, search=search, offset=offset, limit=limit)
+        found = [e.id for e in reversed(self.graveyard()) if matches(e, request)]
+        return found[offset : offset + limit], len(found)
+
     # -- views kept in step with a durable backend ---------------------------
 
     def sync_entry(self, entry: MemoryEntry, alive: bool) -> None:

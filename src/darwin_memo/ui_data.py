@@ -33,9 +33,7 @@ stories, ``doctor --json`` findings, ``ledger stats`` and the ``timeline`` and
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import sqlite3
 import subprocess
 import sys
@@ -47,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import is_postgres_url
+from .backends.pages import FLAGS, SORT_KEYS
 from .events import event_log_path, unpack_record
 from .ledger import Ledger
 from .observe import (
@@ -60,8 +59,6 @@ from .observe import (
     timeline,
     top_row,
 )
-from .retrieval import tokenize
-from .types import MemoryEntry, kind_name
 
 __all__ = [
     "CAUSES",
@@ -77,24 +74,11 @@ JsonDict = dict[str, Any]
 
 #: Causes of death, in the order the dashboard stacks them.
 CAUSES = ("executed", "starved", "merged", "forgotten")
-#: Sort keys of the living-entries table (each a ``top --json`` field).
-SORT_KEYS = (
-    "balance",
-    "ticks_to_starvation",
-    "age_ticks",
-    "last_settled_tick",
-    "uses",
-    "kind",
-    "id",
-    "question",
-)
-FLAGS = ("pinned", "probation")
 #: The largest page a request may ask for.
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
 #: Events ``/api/events`` returns unless asked for another number.
 DEFAULT_EVENTS = 200
-_ID_PREFIX = re.compile(r"[0-9a-f]{3,32}")
 _PAGE_CACHE = 64
 
 
@@ -261,67 +245,6 @@ class PageQuery:
     def desc(self) -> bool:
         return self.order == "desc"
 
-    def tokens(self) -> list[str]:
-        return sorted(set(tokenize(self.q)))
-
-    def id_prefix(self) -> str | None:
-        text = self.q.lower()
-        return text if _ID_PREFIX.fullmatch(text) else None
-
-
-def _matches(entry: MemoryEntry, query: PageQuery) -> bool:
-    """The search rule the SQL paths implement, for in-memory lists."""
-    if query.kind and entry.kind.value != query.kind:
-        return False
-    if query.flag == "pinned" and not entry.pinned:
-        return False
-    if query.flag == "probation" and entry.probation <= 0:
-        return False
-    if not query.q:
-        return True
-    prefix = query.id_prefix()
-    if prefix is not None and entry.id.startswith(prefix):
-        return True
-    tokens = query.tokens()
-    if tokens:
-        return set(tokens) <= set(tokenize(entry.text))
-    needle = query.q.casefold()
-    return needle in entry.question.casefold() or needle in entry.answer.casefold()
-
-
-def _holding_all(conn: sqlite3.Connection, tokens: list[tuple[str, int, int]]) -> list[int]:
-    """The rowids of the living entries holding every token (``(token, id, dense)`` rows
-    of ``tokens``), sorted: the store's lists intersected, shortest first."""
-    from .backends.sqlstore import token_ids
-
-    held: set[int] | None = None
-    for token, token_id, dense in sorted(tokens, key=lambda row: row[2]):  # packs before bits
-        ids = token_ids(conn, str(token), int(token_id), bool(dense))
-        held = set(ids) if held is None else held.intersection(ids)
-        if not held:
-            return []
-    return sorted(held or ())
-
-
-def _sort_key(store: Any, key: str) -> Callable[[MemoryEntry], Any]:
-    """The in-memory equivalent of ``_ORDER_SQL[key]`` (ties are broken by id)."""
-    if key == "balance":
-        return lambda e: e.energy
-    if key == "ticks_to_starvation":
-        # Entries that cannot starve have the longest runway of all.
-        return lambda e: (1, 0.0) if store.ticks_to_starvation(e) is None else (0, e.energy)
-    if key == "age_ticks":
-        return lambda e: -e.born_cycle
-    if key == "last_settled_tick":
-        return lambda e: e.last_used_cycle
-    if key == "uses":
-        return lambda e: e.uses
-    if key == "kind":
-        return lambda e: e.kind.value
-    if key == "question":
-        return lambda e: e.question.lower()
-    return lambda e: e.id
-
 
 # -- the view --------------------------------------------------------------------
 
@@ -442,26 +365,12 @@ class StoreView:
                 shares = {k: round(balances[k] / whole, 3) for k in sorted(balances)}
                 shares = shares if whole > 0 else {}
                 kinds = sorted(balances)
-            else:
-                tick, upkeep = ledger.tick_count, store.upkeep
-                by_kind: dict[str, float] = {}
-                for k, v in conn.execute(
-                    # "+alive": a plain scan beats an index walk with a row lookup per entry
-                    f"SELECT kind, SUM({_balance_sql()}) FROM entries WHERE +alive = 1 "
-                    "GROUP BY kind",  # (a code, or before schema 15 the name)
-                    {"t": tick, "u": upkeep},
-                ):
-                    by_kind[kind_name(k)] = by_kind.get(kind_name(k), 0.0) + float(v or 0.0)
-                total = math.fsum(by_kind.values())
-                shares = (
-                    {k: round(v / total, 3) for k, v in sorted(by_kind.items())}
-                    if total > 0
-                    else {}
-                )
-                kinds = sorted(by_kind)
-            pinned = conn.execute(
-                "SELECT COUNT(*) FROM entries WHERE alive = 1 AND pinned = 1"
-            ).fetchone()[0]
+            else:  # a store without the running sums: the store's own scan
+                total = store.total_energy()
+                by_share = store.energy_share_by_kind()
+                shares = {k: round(v, 3) for k, v in sorted(by_share.items())}
+                kinds = sorted(by_share)
+            pinned = store.page_entries(flag="pinned", limit=1)[1]
             stats = {
                 "alive": len(store),
                 "graveyard": store.dead_count(),
@@ -516,165 +425,26 @@ class StoreView:
             return self._page_cached(("entries", *query.key()), lambda: self._entries(query))
 
     def _entries(self, query: PageQuery) -> JsonDict:
-        if self.sql is not None:
-            total, ids = self._sql_entry_ids(query)
-            rows = []
-            for entry_id in ids:
-                entry = self.ledger.store.get(entry_id)
-                if entry is not None:
-                    rows.append(top_row(entry, self.ledger.tick_count, self.ledger.store))
-        else:
-            matched = [e for e in self.ledger.store.alive() if _matches(e, query)]
-            matched.sort(key=lambda e: e.id)
-            matched.sort(key=_sort_key(self.ledger.store, query.sort), reverse=query.desc)
-            total = len(matched)
-            page = matched[query.offset : query.offset + query.limit]
-            rows = [top_row(e, self.ledger.tick_count, self.ledger.store) for e in page]
+        page, total = self.ledger.store.page_entries(
+            sort=query.sort,
+            order=query.order,
+            kind=query.kind,
+            flag=query.flag,
+            search=query.q,
+            offset=query.offset,
+            limit=query.limit,
+        )
+        tick, store = self.ledger.tick_count, self.ledger.store
         return {
-            "tick": self.ledger.tick_count,
+            "tick": tick,
             "total": total,
             "offset": query.offset,
             "limit": query.limit,
             "sort": query.sort,
             "order": query.order,
             "q": query.q,
-            "entries": rows,
+            "entries": [top_row(e, tick, store) for e in page],
         }
-
-    def _sql_filter(self, query: PageQuery) -> tuple[str, dict[str, Any]] | None:
-        """WHERE conditions for the search and filters (None: nothing can match)."""
-        conn = self.sql
-        assert conn is not None
-        conds: list[str] = []
-        params: dict[str, Any] = {}
-        if query.kind:
-            conds.append(_KIND_IS)
-            params.update(kind=query.kind)
-        if query.flag == "pinned":
-            conds.append("pinned = 1")
-        elif query.flag == "probation":
-            conds.append("COALESCE(" + _FIELD.format("probation") + ", 0) > 0")
-        if query.q:
-            either: list[str] = []
-            prefix = query.id_prefix()
-            if prefix is not None:
-                either.append("(id >= :pfx AND id < :pfx_end)")
-                params.update(pfx=prefix, pfx_end=prefix + "~")
-            tokens = query.tokens()
-            if tokens:
-                found = conn.execute(
-                    f"SELECT token, id, dense FROM tokens "
-                    f"WHERE token IN ({','.join('?' * len(tokens))})",
-                    tokens,
-                ).fetchall()
-                if len(found) == len(tokens):
-                    rows = _holding_all(conn, found)
-                    if rows:
-                        either.append("rowid IN (SELECT value FROM json_each(:rows))")
-                        params["rows"] = json.dumps(rows)
-            else:
-                either.append(
-                    "(instr(lower(" + _QUESTION + "), :needle) > 0 "
-                    "OR instr(lower(" + _ANSWER + "), :needle) > 0)"
-                )
-                params["needle"] = query.q.lower()
-            if not either:
-                return None
-            conds.append("(" + " OR ".join(either) + ")")
-        return " AND ".join(conds), params
-
-    def _sql_entry_ids(self, query: PageQuery) -> tuple[int, list[str]]:
-        conn = self.sql
-        assert conn is not None
-        built = self._sql_filter(query)
-        if built is None:
-            return 0, []
-        where, params = built
-        params.update(t=self.ledger.tick_count, u=self.ledger.store.upkeep)
-        clause = "+alive = 1" + (f" AND {where}" if where else "")  # scan, not index walk
-        if not where:
-            total = len(self.ledger.store)
-            if query.sort in ("balance", "ticks_to_starvation"):
-                fast = self._balance_page(query)
-                if fast is not None:
-                    return total, fast
-        else:
-            total = int(
-                conn.execute(f"SELECT COUNT(*) FROM entries WHERE {clause}", params).fetchone()[0]
-            )
-        direction = "DESC" if query.desc else "ASC"
-        order = _ORDER_SQL[query.sort].format(dir=direction)
-        params.update(lim=query.limit, off=query.offset)
-        ids = [
-            str(i)
-            for (i,) in conn.execute(
-                f"SELECT id FROM entries WHERE {clause} ORDER BY {order}, id "
-                "LIMIT :lim OFFSET :off",
-                params,
-            )
-        ]
-        return total, ids
-
-    def _balance_page(self, query: PageQuery) -> list[str] | None:
-        """The page of an unfiltered balance (or runway) sort, through the death-tick index.
-
-        Non-pinned entries: lazy upkeep makes the death tick non-decreasing in the
-        balance for every entry with more than one tick to live, so the first
-        ``offset + limit`` rows by balance lie within the death ticks up to the
-        boundary row's, plus (for ascending order, or a boundary that close) every
-        entry at most a tick from death, which is sorted exactly. Pinned entries
-        are few and sorted exactly. None: use the plain scan instead.
-        """
-        conn = self.sql
-        assert conn is not None
-        tick, upkeep = self.ledger.tick_count, self.ledger.store.upkeep
-        if upkeep <= 0:
-            return None
-        params = {"t": tick, "u": upkeep}
-        if conn.execute(
-            "SELECT 1 FROM entries WHERE alive = 1 AND pinned = 0 AND death_tick IS NULL LIMIT 1"
-        ).fetchone():
-            return None
-        need = query.offset + query.limit
-        desc = query.desc
-        boundary = conn.execute(
-            "SELECT death_tick FROM entries WHERE alive = 1 AND pinned = 0 "
-            f"ORDER BY death_tick {'DESC' if desc else 'ASC'} LIMIT 1 OFFSET ?",
-            (need - 1,),
-        ).fetchone()
-        near = tick + 1  # death ticks at or below this: within a tick of death
-        if boundary is None:
-            window, wparams = "", {}
-        elif desc:
-            window = "" if boundary[0] <= near else "AND death_tick >= :edge"
-            wparams = {"edge": boundary[0]}
-        else:
-            window, wparams = "AND death_tick <= :edge", {"edge": max(boundary[0], near)}
-        direction = "DESC" if desc else "ASC"
-        balance = _balance_sql()
-        mortal = conn.execute(
-            f"SELECT {balance}, id FROM entries WHERE alive = 1 AND pinned = 0 {window} "
-            f"ORDER BY {balance} {direction}, id LIMIT :need",
-            {**params, **wparams, "need": need},
-        ).fetchall()
-        pinned = conn.execute(
-            f"SELECT {balance}, id FROM entries WHERE alive = 1 AND pinned = 1 "
-            f"ORDER BY {balance} {direction}, id LIMIT :need",
-            {**params, "need": need},
-        ).fetchall()
-        if query.sort == "ticks_to_starvation":
-            # Pinned entries cannot starve: the longest runways, ordered by id.
-            immortal = sorted(str(i) for _, i in pinned)
-            mortal_ids = [str(i) for _, i in mortal]
-            ordered = immortal + mortal_ids if desc else mortal_ids + immortal
-        else:
-            sign = -1.0 if desc else 1.0
-            merged = sorted(
-                [(sign * float(b), str(i)) for b, i in mortal]
-                + [(sign * float(b), str(i)) for b, i in pinned]
-            )
-            ordered = [i for _, i in merged]
-        return ordered[query.offset : query.offset + query.limit]
 
     # -- the graveyard ---------------------------------------------------------------
 
@@ -684,62 +454,9 @@ class StoreView:
             return self._page_cached(("graveyard", *query.key()), lambda: self._graveyard(query))
 
     def _graveyard(self, query: PageQuery) -> JsonDict:
-        conn = self.sql
-        if conn is not None:
-            conds: list[str] = ["alive = 0"]
-            params: dict[str, Any] = {}
-            if query.kind:
-                conds.append(_KIND_IS)
-                params.update(kind=query.kind)
-            prefix = query.id_prefix()
-            tokens = query.tokens()
-            if query.q:
-                either = []
-                if prefix is not None:
-                    either.append("(id >= :pfx AND id < :pfx_end)")
-                    params.update(pfx=prefix, pfx_end=prefix + "~")
-                if tokens:
-                    words = []
-                    for i, token in enumerate(tokens):
-                        words.append(_HOLDS_TOKEN.format(i))
-                        params[f"r{i}"] = token
-                        params[f"w{i}"] = f" {token} "
-                    either.append("(" + " AND ".join(words) + ")")
-                else:
-                    either.append(
-                        "(instr(lower(" + _QUESTION + "), :needle) > 0 "
-                        "OR instr(lower(" + _ANSWER + "), :needle) > 0)"
-                    )
-                    params["needle"] = query.q.lower()
-                conds.append("(" + " OR ".join(either) + ")")
-            where = " AND ".join(conds)
-            total = int(
-                conn.execute(f"SELECT COUNT(*) FROM entries WHERE {where}", params).fetchone()[0]
-            )
-            ids = [
-                str(i)
-                for (i,) in conn.execute(
-                    f"SELECT id FROM entries WHERE {where} ORDER BY version DESC, rowid DESC "
-                    "LIMIT :lim OFFSET :off",
-                    {**params, "lim": query.limit, "off": query.offset},
-                )
-            ]
-        else:
-            dead = list(reversed(self.ledger.store.graveyard()))
-            if self.backend_kind == "postgres":  # most recently buried first, as on SQLite
-                order = {
-                    str(i): n
-                    for n, (i,) in enumerate(
-                        self.journal.execute(
-                            "SELECT id FROM entries WHERE alive = 0 "
-                            "ORDER BY version DESC, rowid DESC"
-                        )
-                    )
-                }
-                dead.sort(key=lambda e: order.get(e.id, len(order)))
-            dead = [e for e in dead if _matches(e, query)]
-            total = len(dead)
-            ids = [e.id for e in dead[query.offset : query.offset + query.limit]]
+        ids, total = self.ledger.store.page_graveyard(
+            kind=query.kind, search=query.q, offset=query.offset, limit=query.limit
+        )
         rows = [row for row in (self._dead_row(i) for i in ids) if row is not None]
         return {
             "tick": self.ledger.tick_count,
@@ -807,51 +524,6 @@ class StoreView:
 def _round_energy(x: float) -> float | int:
     value = round(x, 3)
     return 0 if value == 0 else value + 0.0
-
-
-#: Whether a row holds the token ``:r{0}`` (``:w{0}`` is it between spaces): the tokens
-#: of its question and answer (``sqlstore.row_tokens``, schema 12). An ASCII row holds
-#: its tokens as they are, lowercase, in its text, so one whose text does not contain
-#: the token is passed by without reading its tokens; a row that is not ASCII (NFKC
-#: may have changed its tokens) always reads them.
-_HOLDS_TOKEN = (
-    "(instr(lower(question || ' ' || answer), :r{0}) > 0 "
-    "OR length(question || ' ' || answer) <> length(CAST(question || ' ' || answer AS BLOB))) "
-    "AND instr(' ' || darwin_row_tokens(toks, question || ' ' || answer) || ' ', :w{0}) > 0"
-)
-
-#: A row's question and answer (plain columns, schema 16).
-_QUESTION = "question"
-_ANSWER = "answer"
-#: A row of kind ``:kind`` (its name, schema 16).
-_KIND_IS = "kind = :kind"
-
-#: A field of a row's ``data`` (the entry's fields without columns of their own).
-_FIELD = "json_extract(data, '$.{}')"
-
-
-def _balance_sql() -> str:
-    """A row's balance now (lazy upkeep since its anchor tick; pinned floored at zero)."""
-    return (
-        "(CASE WHEN :t > anchor THEN (CASE WHEN pinned = 1 "
-        "THEN MAX(0.0, energy - :u * (:t - anchor)) ELSE energy - :u * (:t - anchor) END) "
-        "ELSE energy END)"
-    )
-
-
-_ORDER_SQL = {
-    "balance": _balance_sql() + " {dir}",
-    # Entries that cannot starve (pinned, or no upkeep) have the longest runway of all.
-    "ticks_to_starvation": "(pinned = 1 OR :u <= 0) {dir}, "
-    "(CASE WHEN pinned = 1 OR :u <= 0 THEN 0 ELSE " + _balance_sql() + " END) {dir}",
-    # A row's JSON leaves these out at their defaults (schema 7: 0, -1 and 0).
-    "age_ticks": "(-COALESCE(" + _FIELD.format("born_cycle") + ", 0)) {dir}",
-    "last_settled_tick": "COALESCE(" + _FIELD.format("last_used_cycle") + ", -1) {dir}",
-    "uses": "COALESCE(" + _FIELD.format("uses") + ", 0) {dir}",
-    "kind": "kind {dir}",
-    "id": "id {dir}",
-    "question": "lower(" + _QUESTION + ") {dir}",
-}
 
 
 def store_ref(memory: str | Path) -> str | Path:

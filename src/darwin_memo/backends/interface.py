@@ -10,8 +10,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..ledger import Changes, Ledger
+    from ..types import MemoryEntry
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "Pages"]
 
 
 class Backend(Protocol):
@@ -40,3 +41,30 @@ class Backend(Protocol):
     def events(self) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
+
+
+class Pages(Protocol):
+    """Pages of a population for people browsing it (the dashboard): every store's
+    population answers these, in memory or in SQL, with the same rows
+    (``backends.pages`` holds the rule and its SQL)."""
+
+    def page_entries(
+        self,
+        *,
+        sort: str = "balance",
+        order: str = "desc",
+        kind: str = "",
+        flag: str = "",
+        search: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[MemoryEntry], int]:
+        """One page of living entries (sorted, ties by id) and how many matched."""
+        ...
+
+    def page_graveyard(
+        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], int]:
+        """The ids of one page of dead entries, most recently buried first, and how
+        many matched."""
+        ...

@@ -1538,6 +1538,35 @@ class SqlStore(MemoryStore):
     def graveyard(self) -> list[MemoryEntry]:
         return self._load_all(False)
 
+    def page_entries(
+        self,
+        *,
+        sort: str = "balance",
+        order: str = "desc",
+        kind: str = "",
+        flag: str = "",
+        search: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[MemoryEntry], int]:
+        """``MemoryStore.page_entries`` in SQL (``pages.sql_living_page``): only the
+        rows on the page are read."""
+        from .pages import PageRequest, sql_living_page
+
+        request = PageRequest(sort, order, kind, flag, search, offset, limit)
+        ids, total = sql_living_page(self, request)
+        entries = [self.get(i) for i in ids]
+        return [e for e in entries if e is not None], total
+
+    def page_graveyard(
+        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], int]:
+        """``MemoryStore.page_graveyard`` in SQL (``pages.sql_dead_page``)."""
+        from .pages import PageRequest, sql_dead_page
+
+        request = PageRequest(kind=kind, search=search, offset=offset, limit=limit)
+        return sql_dead_page(self, request)
+
     def __len__(self) -> int:
         row = self.conn.execute("SELECT value FROM counters WHERE name = 'alive'").fetchone()
         return int(row[0]) if row else 0
@@ -1936,11 +1965,9 @@ class SqlStore(MemoryStore):
         totals = self.exact_balances()
         if totals is not None:
             return sum(totals.values()) / ONE  # rounded once
+        t, u = self.tick, self.upkeep
         row = self.conn.execute(
-            "SELECT SUM(CASE WHEN pinned = 1 AND ? > anchor "
-            "THEN MAX(0.0, energy - ? * (? - anchor)) "
-            "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1",
-            (self.tick, self.upkeep, self.tick, self.upkeep, self.tick),
+            f"SELECT SUM({_NOW}) FROM entries WHERE alive = 1", (t, u, t, u, t)
         ).fetchone()
         return float(row[0] or 0.0)
 
@@ -1951,11 +1978,9 @@ class SqlStore(MemoryStore):
             if whole <= 0:
                 return {}
             return {kind: totals[kind] / whole for kind in sorted(totals)}
+        t, u = self.tick, self.upkeep
         rows = self.conn.execute(
-            "SELECT kind, SUM(CASE WHEN pinned = 1 AND ? > anchor "
-            "THEN MAX(0.0, energy - ? * (? - anchor)) "
-            "ELSE energy - ? * MAX(0, ? - anchor) END) FROM entries WHERE alive = 1 GROUP BY kind",
-            (self.tick, self.upkeep, self.tick, self.upkeep, self.tick),
+            f"SELECT kind, SUM({_NOW}) FROM entries WHERE alive = 1 GROUP BY kind", (t, u, t, u, t)
         ).fetchall()
         total = math.fsum(float(v or 0.0) for _, v in rows)
         if total <= 0:
