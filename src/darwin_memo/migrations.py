@@ -116,16 +116,16 @@ CORE_TABLES = frozenset({"meta", "entries", "tickets", "notes", "events"})
 SCHEMA_TABLES = frozenset(
     {
         "blocks", "counters", "energy_sums", "entries", "events", "lineage", "merge_notes",
-        "meta", "notes", "packs", "postings", "schema_migrations", "settled", "tickets",
-        "tokens",
+        "meta", "notes", "organic_links", "organic_state", "packs", "postings",
+        "schema_migrations", "settled", "tickets", "tokens",
     }
 )  # fmt: skip
 #: Every index some schema version has held (SQLite's own ``sqlite_autoindex_*`` aside).
 SCHEMA_INDEXES = frozenset(
     {
         "entries_alive", "entries_balance", "entries_by_version", "entries_damaged",
-        "entries_death", "events_by_ts", "notes_by_entry", "tickets_by_version",
-        "tickets_open",
+        "entries_death", "events_by_ts", "notes_by_entry", "organic_links_by_b",
+        "tickets_by_version", "tickets_open",
     }
 )  # fmt: skip
 #: Every view some schema version has held, with the SQL it was created with: a view of
@@ -923,3 +923,32 @@ def m016_readable_rows(conn: sqlite3.Connection) -> None:
         + " END WHERE length(kind) = 1 AND kind BETWEEN '0' AND '5'"
     )
     conn.execute(_LESSONS_VIEW)
+
+
+@migration(17, "m017_organic")
+def m017_organic(conn: sqlite3.Connection) -> None:
+    """The organic layer's learned state (``darwin_memo.organic``, docs/organic.md).
+
+    ``organic_links`` holds each learned link once, its ids in order (``a < b``), with
+    its weight in (0, 1]; ``organic_state`` an entry's recall count and activation.
+    Both start empty and change only in the transactions of the operations that cause
+    the change (a recall, a tick's decay, a death, a merge: ``backends.organic_rows``).
+    """
+    _script(
+        conn,
+        """
+        CREATE TABLE organic_links (
+            a TEXT NOT NULL,
+            b TEXT NOT NULL,
+            weight REAL NOT NULL,
+            PRIMARY KEY (a, b),
+            CHECK (a < b)
+        );
+        CREATE INDEX organic_links_by_b ON organic_links(b);
+        CREATE TABLE organic_state (
+            entry_id TEXT PRIMARY KEY,
+            recalls INTEGER NOT NULL DEFAULT 0,
+            activation REAL NOT NULL DEFAULT 0
+        )
+        """,
+    )

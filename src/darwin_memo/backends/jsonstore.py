@@ -167,6 +167,10 @@ class JsonBackend:
                 raise
             if not changes.events and not changes.touched and not changes.opened:
                 return
+            if changes.events:  # the organic block changes with the events that cause it
+                from .organic_rows import apply_block
+
+                apply_block(ledger.store.payload_extra, changes.events)
             txn = secrets.token_hex(8)
             for event in changes.events:
                 event["txn"] = txn
@@ -199,6 +203,13 @@ class JsonBackend:
                 "store, and the next write adds it to the journal",
             )
             yield from missing
+
+    def organic_rows(self, ledger: Ledger) -> Any:
+        """The organic layer's links and per-entry state (``organic_rows.Rows``), from the
+        store's ``"organic"`` block as last read."""
+        from .organic_rows import BLOCK_KEY, read_block
+
+        return read_block(ledger.store.payload_extra.get(BLOCK_KEY))
 
     def close(self) -> None:
         return None

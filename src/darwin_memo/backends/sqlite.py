@@ -540,6 +540,11 @@ class SqliteBackend:
                 for e in changes.events
             ],
         )
+        if self.kind == "sqlite":  # (PostgreSQL keeps no organic rows yet: docs/organic.md)
+            from .organic_rows import ORGANIC_EVENTS, apply_sql
+
+            if any(e["event"] in ORGANIC_EVENTS for e in changes.events):
+                apply_sql(self.conn, changes.events)
         meta = {
             "version": version,
             "tick_count": ledger.tick_count,
@@ -607,6 +612,21 @@ class SqliteBackend:
         cursor = self.conn.execute("SELECT data FROM events ORDER BY seq")
         for (data,) in cursor:
             yield unpack_record(loads(data))
+
+    def organic_rows(self, ledger: Ledger) -> Any:
+        """The organic layer's links and per-entry state (``organic_rows.Rows``), as
+        this connection sees them (inside a write: as the write found them)."""
+        if self.kind != "sqlite":
+            raise StoreError(
+                f"{self.path}: the organic layer is not persisted in {self.kind} stores yet "
+                "(use an SQLite or JSON store, or an in-memory OrganicMemory)"
+            )
+        from .organic_rows import read_sql
+
+        try:
+            return read_sql(self.conn)
+        except sqlite3.Error as exc:
+            self._raise(exc, "read the organic layer")
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):

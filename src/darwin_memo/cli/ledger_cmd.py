@@ -117,6 +117,10 @@ def build_ledger_parser() -> argparse.ArgumentParser:
         o = ops.add_parser(name, help=text)
         o.add_argument("entry_id")
 
+    o = ops.add_parser("related", help="an entry's nearest entries (the organic layer)")
+    o.add_argument("entry_id")
+    o.add_argument("--k", type=int, default=5, help="how many (5)")
+
     o = ops.add_parser("tick", help="upkeep, deaths, expiry and consolidation")
     o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
 
@@ -218,6 +222,8 @@ def _missing(args: argparse.Namespace) -> dict[str, Any]:
         }
     elif op == "verify":
         out = {"ok": True, "problems": []}
+    elif op == "related":
+        out = {"entry_id": args.entry_id, "alive": False, "related": []}
     else:
         out = {
             "alive": 0,
@@ -269,6 +275,8 @@ def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, An
             raise CliError("add requires a non-empty question and answer")
         query_text(question, "the question")
         query_text(answer, "the answer", limit=1024 * 1024)
+    elif op == "related" and args.k < 1:
+        raise CliError(f"--k must be at least 1, got {args.k}")
     elif op == "tick" and args.expire_after < 0:
         raise CliError(f"--expire-after must be >= 0, got {args.expire_after}")
 
@@ -313,6 +321,8 @@ def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, An
             return ledger.tick(expire_after=args.expire_after)
         if op == "stats":
             return ledger.stats()
+        if op == "related":
+            return _related(ledger, args.entry_id, args.k)
         if op == "obituary":
             return {"obituary": strip_invisible(ledger.obituary(args.entry_id))}
         if op == "verify":
@@ -326,6 +336,28 @@ def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, An
                 "tick": ledger.tick_count,
             }
     raise CliError(f"unknown operation {op!r}")  # pragma: no cover - argparse guards it
+
+
+def _related(ledger: Ledger, entry_id: str, k: int) -> dict[str, Any]:
+    """``related``: the organic layer's nearest entries, with the persisted links."""
+    from ..organic import OrganicMemory
+
+    try:
+        om = OrganicMemory.open(ledger)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    alive = ledger.store.get(entry_id)
+    out: dict[str, Any] = {"entry_id": entry_id, "alive": bool(alive and alive.alive)}
+    out["related"] = [
+        {
+            "entry_id": other,
+            "score": round(score, 6),
+            "link": round(om.hebbian.weight(entry_id, other), 6),
+            "question": om.store.get(other).question,  # type: ignore[union-attr]
+        }
+        for other, score in om.related(entry_id, k)
+    ]
+    return out
 
 
 def _check_text_args(args: argparse.Namespace) -> None:

@@ -28,6 +28,10 @@ from .activation import BUMP_TO, DECAY_FACTOR, ActivationState, surface
 from .associative import AssociativeGraph, Backend, Embedder, build_graph
 from .importance import EarnedImportance, clamp01
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..ledger import Ledger
+
 __all__ = [
     "HEBB_DECAY",
     "HEBB_INCREMENT",
@@ -127,6 +131,49 @@ class OrganicMemory:
         self.state = ActivationState()
         self.hebbian = HebbianWeights()
         self.earned = EarnedImportance()
+        #: The durable ledger this layer reads and writes through (``open``), or None.
+        self.ledger: Ledger | None = None
+
+    @classmethod
+    def open(
+        cls, ledger: Ledger, embedder: Embedder | None = None, backend: Backend | None = None
+    ) -> OrganicMemory:
+        """The organic layer of a durable ledger's store (SQLite or JSON), persisted.
+
+        Links, activations and recall counts live in the store: every read loads them
+        as the store holds them now, ``recall`` and ``decay`` are ledger operations (one
+        transaction and one event each; the backend applies them as increments, so
+        recalls in other processes at the same moment all count), each ``tick`` decays
+        them, and deaths and merges clean them up (``backends.organic_rows``). The graph
+        itself (embeddings) is rebuilt in each process, as it is derived.
+        """
+        if ledger.backend is None or not hasattr(ledger.backend, "organic_rows"):
+            raise ValueError(
+                "OrganicMemory.open needs a ledger opened on a store (Ledger.open(path)); "
+                "for an in-memory store use OrganicMemory(store)"
+            )
+        ledger.backend.organic_rows(ledger)  # refuses a backend that keeps none
+        ledger.refresh()
+        om = cls(ledger.store, embedder, backend)
+        om.ledger = ledger
+        om._load()
+        return om
+
+    def _load(self) -> None:
+        """Replace the learned state by the store's (a persisted layer; call in a read)."""
+        ledger = self.ledger
+        assert ledger is not None and ledger.backend is not None
+        self.store = ledger.store  # a reload may have given the ledger a new store object
+        links, levels = ledger.backend.organic_rows(ledger)  # type: ignore[attr-defined]
+        self.hebbian = HebbianWeights()
+        for (a, b), weight in links.items():
+            self.hebbian.strengthen(a, b, weight)
+        self.state = ActivationState()
+        self.earned = EarnedImportance()
+        for entry_id, (recalls, level) in levels.items():
+            if level > 0:
+                self.state.bump(entry_id, min(1.0, level))
+            self.earned.set_recalls(entry_id, recalls)
 
     @property
     def activation(self) -> ActivationState:
@@ -134,7 +181,13 @@ class OrganicMemory:
         return self.state
 
     def sync(self) -> None:
-        """Align the graph with the store's population; forget what died."""
+        """Align the graph with the store's population; forget what died.
+
+        A persisted layer (``open``) first sees what other processes wrote.
+        """
+        if self.ledger is not None and not self.ledger._in_op():
+            self.ledger.refresh()
+            self._load()
         living = self.store.alive()
         graph = self.graph
         born = [e for e in living if e.id not in graph]
@@ -223,6 +276,9 @@ class OrganicMemory:
         by 0.25. An entry that is not alive is not recalled (nothing changes).
         """
         factor = _checked(spread, "spread", 1.0)
+        if self.ledger is not None:
+            self._recall_persisted(entry_id, k, factor)
+            return
         self.sync()
         if entry_id not in self.graph:
             return
@@ -232,8 +288,39 @@ class OrganicMemory:
             self.state.bump(other, factor * relatedness)
             self.hebbian.strengthen(entry_id, other)
 
+    def _recall_persisted(self, entry_id: str, k: int, factor: float) -> None:
+        """``recall`` as one ledger operation: computed from the store's state inside
+        the write, recorded as a ``recall`` event that the backend applies."""
+        ledger = self.ledger
+        assert ledger is not None
+        with ledger._op() as changes:
+            self._load()  # as the store holds it now, under the write lock
+            self.sync()
+            if entry_id not in self.graph:
+                return
+            neighbours = self._related(entry_id, k)
+            ledger._emit(
+                changes,
+                "recall",
+                entry=entry_id,
+                level=BUMP_TO,
+                activated=[[other, factor * relatedness] for other, relatedness in neighbours],
+                strengthened=[[other, HEBB_INCREMENT] for other, _ in neighbours],
+            )
+        self._load()
+
     def decay(self) -> None:
-        """One step of forgetting: activation x0.5, learned links x0.9."""
+        """One step of forgetting: activation x0.5, learned links x0.9.
+
+        A persisted layer decays in the store, as one ledger operation (each ``tick``
+        also decays it).
+        """
+        if self.ledger is not None:
+            ledger = self.ledger
+            with ledger._op() as changes:
+                ledger._emit(changes, "organic_decay")
+            self._load()
+            return
         self.state.decay(DECAY_FACTOR)
         self.hebbian.decay(HEBB_DECAY)
 

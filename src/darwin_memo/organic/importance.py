@@ -55,6 +55,13 @@ class EarnedImportance:
         """Count one recall of ``entry_id``."""
         self._recalls[entry_id] = self._recalls.get(entry_id, 0) + 1
 
+    def set_recalls(self, entry_id: str, count: int) -> None:
+        """Set ``entry_id``'s recall count (a persisted layer loading the store's)."""
+        if count > 0:
+            self._recalls[entry_id] = int(count)
+        else:
+            self._recalls.pop(entry_id, None)
+
     def recalls(self, entry_id: str) -> int:
         """How many recalls of ``entry_id`` were counted (0 if none)."""
         return self._recalls.get(entry_id, 0)
