@@ -605,3 +605,184 @@ def test_https_checks_the_certificate_and_keeps_every_rule(
     with pytest.raises(LLMError, match="timed out after 1s"):
         call(timeout=1.0)
     assert time.monotonic() - start < 2.5
+
+
+# -- keys in the URL itself ----------------------------------------------------------------------
+
+# Hosted node providers issue the key as part of the URL; messages must not repeat it.
+INFURA_KEY = "9f86d081884c7d659a2feaa0c55ad015"  # 32 hex digits, as Infura's project ids
+ALCHEMY_KEY = "dOc7Jd0bXYnA5bVn7dPLq9Mx_IyzAG0F"  # base64url, as Alchemy's keys
+QUERY_KEY = "YTR4K2ZQ8MB9CXWJ3N5E7VHG6D1A"  # an Etherscan-style ?apikey=
+URL_KEYS = (INFURA_KEY, ALCHEMY_KEY, QUERY_KEY, "hunter2-password")
+
+KEYED_PATHS = [
+    pytest.param(f"/v3/{INFURA_KEY}", id="infura-path"),
+    pytest.param(f"/v2/{ALCHEMY_KEY}", id="alchemy-path"),
+    pytest.param(f"/api?module=proxy&apikey={QUERY_KEY}", id="query-apikey"),
+]
+
+
+def no_url_key(exc: BaseException, *more: str) -> str:
+    """``exc``'s message, after checking that no URL key is in it, its repr or its body."""
+    message = one_line(exc)
+    for text in (message, repr(exc), str(getattr(exc, "body", "")), *more):
+        for key in URL_KEYS:
+            assert key not in text, (key, text)
+    return message
+
+
+def echo_path_error(status: int) -> Behaviour:
+    """An error answer that quotes the request path (and so the key) back, as some
+    providers do ("invalid project id ..."), in an HTTP or a JSON-RPC error."""
+
+    def behave(h: Handler, srv: Server) -> None:
+        text = f"invalid project id in {h.path}"
+        if status == 502:  # not JSON: the client reports the status and keeps the body
+            h.send_raw(status, text.encode(), {"Content-Type": "text/plain"})
+            return
+        if status == 200:
+            body = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": text}}
+        else:
+            body = {"error": {"message": text}}
+        h.send_raw(status, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+    return behave
+
+
+@pytest.mark.parametrize("status", [200, 401, 502])
+@pytest.mark.parametrize("path", KEYED_PATHS)
+def test_evm_errors_never_show_a_key_in_the_url(
+    serve: Callable[[Behaviour], Server], path: str, status: int
+) -> None:
+    srv = serve(echo_path_error(status))
+    rpc = EvmRpc(srv.root + path, timeout=5)
+    with pytest.raises(EvmRpcError) as info:
+        rpc.block_number()
+    message = no_url_key(info.value, repr(rpc), rpc.shown_url)
+    assert "[redacted]" in message
+    assert srv.seen[0].path == path  # the key itself went to the server, as it must
+    if status == 502:
+        assert f"eth_blockNumber: HTTP 502 from {srv.root}/" in message
+        assert info.value.body.startswith("invalid project id in /")  # scrubbed, kept
+    else:  # the provider's own words, key scrubbed
+        assert "eth_blockNumber: invalid project id in /" in message
+    assert rpc.url == srv.root + path  # the attribute keeps what was given
+
+
+@pytest.mark.parametrize("path", KEYED_PATHS)
+def test_evm_transport_errors_never_show_a_key_in_the_url(
+    serve: Callable[[Behaviour], Server], path: str
+) -> None:
+    collector = serve(answering(rpc_reply("0x1")))
+
+    def redirect(h: Handler, srv: Server) -> None:  # to the same keyed path elsewhere
+        h.send_raw(302, b"", {"Location": collector.root + h.path})
+
+    origin = serve(redirect)
+    with pytest.raises(EvmRpcError) as info:
+        EvmRpc(origin.root + path, timeout=5).block_number()
+    message = no_url_key(info.value)
+    assert f"redirected to {collector.root}/" in message and "[redacted]" in message
+    assert collector.seen == []
+    # nothing listens there any more: a refused connection names the host, not the key
+    closed = collector.root
+    collector.close()
+    with pytest.raises(EvmRpcError, match="cannot reach") as info:
+        EvmRpc(closed + path, timeout=5).block_number()
+    assert closed in no_url_key(info.value)
+    # a key in the userinfo, and a websocket URL given by mistake
+    userinfo = origin.root.replace("http://", "http://user:hunter2-password@") + "/"
+    with pytest.raises(EvmRpcError) as info:
+        EvmRpc(userinfo, timeout=5).block_number()
+    no_url_key(info.value)
+    with pytest.raises(ValueError, match="http:// or https://") as value_error:
+        EvmRpc(f"wss://mainnet.infura.io/ws/v3/{INFURA_KEY}")
+    assert "wss://mainnet.infura.io/ws/v3/[redacted]" in no_url_key(value_error.value)
+
+
+def test_evm_disagreeing_endpoints_are_named_without_their_keys(
+    serve: Callable[[Behaviour], Server],
+) -> None:
+    from darwin_memo.evm import EvmSettler
+
+    def node(balance: str) -> Behaviour:
+        def behave(h: Handler, srv: Server) -> None:  # eth_getBalance, the only call
+            h.send_raw(200, json.dumps(rpc_reply(balance)).encode())
+
+        return behave
+
+    a, b = serve(node("0x1")), serve(node("0x2"))
+    settler = EvmSettler(
+        "0x" + "11" * 20,
+        rpc=a.root + f"/v3/{INFURA_KEY}",
+        verify_rpc=b.root + f"/v2/{ALCHEMY_KEY}",
+    )
+    with pytest.raises(EvmRpcError, match="disagree") as info:
+        settler.snapshot(block=16)
+    message = no_url_key(info.value, repr(settler))
+    assert f"{a.root}/v3/[redacted] says 1, {b.root}/v2/[redacted] says 2" in message
+
+
+@pytest.mark.parametrize("path", KEYED_PATHS)
+def test_llm_errors_never_show_a_key_in_the_url(
+    serve: Callable[[Behaviour], Server],
+    path: str,
+    no_backoff: list[float],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    srv = serve(echo_path_error(500))
+    client = OpenAICompatClient("m", base_url=srv.root + path, api_key=SECRET, retries=1)
+    caplog.set_level("INFO", logger="darwin_memo")
+    with pytest.raises(LLMError) as info:
+        client.complete("q")
+    message = no_url_key(info.value, repr(client), caplog.text)
+    assert "HTTP 500: invalid project id in /" in message  # the server's words, scrubbed
+    assert f"{srv.root}/" in message and "[redacted]" in message
+    assert srv.seen[0].path.startswith(path.partition("?")[0])  # the key did go there
+    assert len(srv.seen) == 2 and no_backoff  # retried once: its log line is checked too
+    assert "retry 1/1" in caplog.text
+    embedder = OllamaEmbedder("emb", base_url=srv.root + path, retries=0)
+    with pytest.raises(OllamaError) as info:
+        embedder("q")
+    no_url_key(info.value, repr(embedder))
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"https://mainnet.infura.io/v3/{INFURA_KEY}", "https://mainnet.infura.io/v3/[redacted]"),
+        (
+            f"https://eth-mainnet.g.alchemy.com/v2/{ALCHEMY_KEY}",
+            "https://eth-mainnet.g.alchemy.com/v2/[redacted]",
+        ),
+        (
+            f"https://api.etherscan.io/api?module=proxy&apikey={QUERY_KEY}&tag=latest",
+            "https://api.etherscan.io/api?module=proxy&apikey=[redacted]&tag=latest",
+        ),
+        ("https://rpc.example/?key=short", "https://rpc.example/?key=[redacted]"),
+        ("https://u:hunter2-password@rpc.example:8545/", "https://[redacted]@rpc.example:8545/"),
+        (
+            "https://x.quiknode.pro/0123456789abcdef0123456789abcdef01234567/",
+            "https://x.quiknode.pro/[redacted]/",
+        ),
+        (
+            "https://eth.blastapi.io/1c3a5f3e-1234-4abc-9def-0123456789ab",
+            "https://eth.blastapi.io/[redacted]",
+        ),
+        ("https://h/x?q=abc/DEF+ghi/JKL0123456789=", "https://h/x?q=[redacted]"),
+        # nothing secret-looking: shown exactly as given
+        ("http://127.0.0.1:8545", "http://127.0.0.1:8545"),
+        ("http://localhost:11434/", "http://localhost:11434/"),
+        ("https://api.openai.com/v1", "https://api.openai.com/v1"),
+        ("https://api.anthropic.com/v1/messages", "https://api.anthropic.com/v1/messages"),
+        ("https://mainnet.base.org", "https://mainnet.base.org"),
+        ("https://h/openai/deployments/gpt4/chat_completions", None),
+        ("https://h/v1?api-version=2024-02-15-preview", None),
+    ],
+)
+def test_redact_url(url: str, shown: str | None) -> None:
+    assert httpwire.redact_url(url) == (url if shown is None else shown)
+    hidden = httpwire.url_secrets(url)
+    for part in hidden:
+        assert part not in httpwire.redact_url(url)
+    assert bool(hidden) == (shown not in (None, url) and "key=short" not in url)

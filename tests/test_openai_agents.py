@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from darwin_memo.errors import StoreError
+from darwin_memo.integrations import openai_agents
 from darwin_memo.integrations.openai_agents import (
     Consultation,
     DarwinMemoSession,
@@ -258,3 +262,86 @@ def test_shared_ledger_object(tmp_path: Path) -> None:
     session.close()  # does not close a ledger it was handed
     assert ledger.pending() == []
     ledger.close()
+
+
+# -- planted links in the transcript directory (issue 33) ------------------------------
+
+
+def _one_line_refusal(info: pytest.ExceptionInfo[StoreError], path: Path) -> None:
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path} is a symbolic link")
+    assert "never follows a link" in message
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["target-exists", "dangling"])
+def test_planted_transcript_link_is_never_written_through(tmp_path: Path, existing: bool) -> None:
+    victim = tmp_path / "home" / ".bashrc"
+    victim.parent.mkdir()
+    if existing:
+        victim.write_text("export PS1='$ '\n")
+    transcripts = tmp_path / "t"
+    transcripts.mkdir()
+    link = transcripts / transcript_filename("s")
+    link.symlink_to(victim)
+    session = DarwinMemoSession("s", transcripts)
+    with pytest.raises(StoreError) as info:
+        run(session.add_items([msg("user", "$(touch PWNED)")]))
+    _one_line_refusal(info, link)
+    # reading and popping refuse too: nothing is read from, or rewritten over, the link
+    with pytest.raises(StoreError):
+        run(session.get_items())
+    with pytest.raises(StoreError):
+        run(session.pop_item())
+    if existing:
+        assert victim.read_text() == "export PS1='$ '\n"
+    else:
+        assert not victim.exists()
+    assert link.is_symlink()
+    assert sorted(p.name for p in transcripts.iterdir()) == [link.name]  # no temp file left
+    run(session.clear_session())  # clearing removes the link itself, not its target
+    assert not link.is_symlink() and victim.exists() == existing
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["target-exists", "dangling"])
+@pytest.mark.parametrize("via", ["pop_item", "add_after_torn_line"])
+def test_planted_temp_file_link_is_never_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool, via: str
+) -> None:
+    victim = tmp_path / "victim"
+    if existing:
+        victim.write_text("keep me\n")
+    session = DarwinMemoSession("s", tmp_path / "t")
+    run(session.add_items([msg("user", "one"), msg("user", "two")]))
+    if via == "add_after_torn_line":
+        with open(session.path, "a", encoding="utf-8") as fh:
+            fh.write('{"role": "user", "cont')  # a crash mid-write: the next add rewrites
+    before = session.path.read_bytes()
+    # the temporary name is random; pin it so the link can be planted under it
+    monkeypatch.setattr(openai_agents.secrets, "token_hex", lambda n: "deadbeef")
+    tmp = session.path.with_name(f".{session.path.name}.deadbeef.tmp")
+    tmp.symlink_to(victim)
+    with pytest.raises(StoreError) as info:
+        if via == "pop_item":
+            run(session.pop_item())
+        else:
+            run(session.add_items([msg("user", "three")]))
+    _one_line_refusal(info, tmp)
+    if existing:
+        assert victim.read_text() == "keep me\n"
+    else:
+        assert not victim.exists()
+    assert session.path.read_bytes() == before  # the transcript is as it was
+    assert tmp.is_symlink()  # left for the user to look at and remove
+    tmp.unlink()
+    assert run(session.pop_item()) == msg("user", "two")  # works once the link is gone
+    assert not tmp.exists()
+
+
+def test_transcripts_are_regular_private_files(tmp_path: Path) -> None:
+    session = DarwinMemoSession("s", tmp_path)
+    run(session.add_items([msg("user", "private")]))
+    assert stat.S_IMODE(os.stat(session.path).st_mode) == 0o600
+    (tmp_path / "d.jsonl").mkdir()  # a directory under a transcript's name
+    with pytest.raises(StoreError, match=r"d\.jsonl is not a regular file"):
+        run(DarwinMemoSession("d", tmp_path).add_items([msg("user", "x")]))

@@ -32,6 +32,10 @@ standard library (``urllib``) and hands them to ``Ledger.settle``::
   whole reply, replies over ``MAX_REPLY_BYTES`` are refused, and a redirect is
   refused rather than followed (urllib would turn the POST into a GET and accept
   whatever the new host says); give the final URL instead.
+* Hosted providers put the API key in the URL (``https://mainnet.infura.io/v3/<key>``,
+  ``.../v2/<key>``, ``?apikey=...``). Messages, ``repr`` and error bodies show the
+  URL through ``httpwire.redact_url`` (the key as ``[redacted]``), and the key is
+  scrubbed from text the server sends back; ``EvmRpc.url`` keeps it as given.
 """
 
 from __future__ import annotations
@@ -81,6 +85,12 @@ class EvmRpcError(RuntimeError):
         self.body = body
 
 
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
 def _quantity(value: Any, what: str) -> int:
     """Decode a JSON-RPC quantity (``0x``-prefixed hex) to an int."""
     if isinstance(value, str) and value[:2].lower() == "0x":
@@ -126,7 +136,8 @@ class EvmRpc:
 
     def __init__(self, url: str = DEFAULT_BASE_RPC, timeout: float = 30.0) -> None:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
-            raise ValueError(f"the RPC url must be http:// or https://, got {url!r}")
+            shown = httpwire.redact_url(url) if isinstance(url, str) else url
+            raise ValueError(f"the RPC url must be http:// or https://, got {shown!r}")
         self.url = url
         self.timeout = float(timeout)
         if not self.timeout > 0:  # also refuses NaN
@@ -134,11 +145,31 @@ class EvmRpc:
         self._ids = itertools.count(1)
         self._id_lock = threading.Lock()
 
+    @property
+    def shown_url(self) -> str:
+        """``url`` as messages show it: a key in its path or query as ``[redacted]``."""
+        return httpwire.redact_url(self.url)
+
     def __repr__(self) -> str:
-        return f"EvmRpc({self.url!r})"
+        return f"EvmRpc({self.shown_url!r})"
 
     def call(self, method: str, params: list[Any] | None = None) -> Any:
-        """Call ``method`` and return its ``result``; ``EvmRpcError`` on any failure."""
+        """Call ``method`` and return its ``result``; ``EvmRpcError`` on any failure.
+
+        Every ``EvmRpcError`` raised here shows the URL without its key, and has the
+        key scrubbed from its message and body (a provider may echo it back).
+        """
+        try:
+            return self._call(method, params)
+        except EvmRpcError as exc:
+            secrets = httpwire.url_secrets(self.url)
+            if not secrets:
+                raise
+            raise EvmRpcError(
+                _scrub(exc.message, secrets), code=exc.code, body=_scrub(exc.body, secrets)
+            ) from None
+
+    def _call(self, method: str, params: list[Any] | None) -> Any:
         with self._id_lock:
             request_id = next(self._ids)
         payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or []}
@@ -156,15 +187,15 @@ class EvmRpc:
             )
         except httpwire.WireError as exc:
             if exc.kind == "connect":
-                raise EvmRpcError(f"{method}: cannot reach {self.url}: {exc}") from None
+                raise EvmRpcError(f"{method}: cannot reach {self.shown_url}: {exc}") from None
             hint = " (set the RPC url to the final URL)" if exc.kind == "redirect" else ""
-            raise EvmRpcError(f"{method}: {self.url}: {exc}{hint}", code=exc.status) from None
+            raise EvmRpcError(f"{method}: {self.shown_url}: {exc}{hint}", code=exc.status) from None
         if answer.status >= 300:
             body = answer.body.decode("utf-8", "replace")
             # Some providers wrap a JSON-RPC error (rate limit, bad params) in a 4xx/5xx.
             self._raise_rpc_error(method, body, http_status=answer.status)
             raise EvmRpcError(
-                f"{method}: HTTP {answer.status} from {self.url}",
+                f"{method}: HTTP {answer.status} from {self.shown_url}",
                 code=answer.status,
                 body=body[:_BODY_KEEP],
             )
@@ -278,7 +309,8 @@ class EvmSettler:
             if other != balance:
                 raise EvmRpcError(
                     f"the endpoints disagree on the balance at block {block}: "
-                    f"{self.rpc.url} says {balance}, {self.verify_rpc.url} says {other}"
+                    f"{self.rpc.shown_url} says {balance}, "
+                    f"{self.verify_rpc.shown_url} says {other}"
                 )
         return {"block": block, "balance": balance}
 

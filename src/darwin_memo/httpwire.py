@@ -21,6 +21,12 @@ header. ``exchange`` is the one place that makes such a request safe to send:
 - **One error type.** Every transport failure (refused connection, reset, a body
   cut short, a malformed status line, a non-HTTP URL) is a ``WireError`` with a
   one-line message and a ``kind`` the caller uses to decide on retries.
+- **URLs shown without their keys.** Hosted providers put the API key in the URL
+  itself (``https://mainnet.infura.io/v3/<key>``, ``.../v2/<key>``,
+  ``?apikey=...``). ``redact_url`` is how every message shows a URL: scheme and
+  host as given, userinfo and key-looking path segments and query values as
+  ``[redacted]``; ``url_secrets`` lists those parts so a caller can scrub them from
+  text a server sent back too.
 
 Answers with any other status (2xx, 4xx, 5xx) come back as ``Answer``; judging
 the status and decoding the body is the caller's job.
@@ -51,6 +57,8 @@ __all__ = [
     "WireError",
     "exchange",
     "parse_json",
+    "redact_url",
+    "url_secrets",
 ]
 
 #: The largest response body accepted (bytes); model and RPC answers are far smaller.
@@ -211,6 +219,114 @@ def _printable(text: str, limit: int = _LOCATION_LIMIT) -> str:
     return clean if len(clean) <= limit else clean[: limit - 3] + "..."
 
 
+#: What ``redact_url`` puts in place of a secret.
+_REDACTED = "[redacted]"
+#: Query parameters whose value is a credential whatever it looks like (``apikey=``,
+#: ``access_token=``, ``x-api-key=``, ``password=``, ``sig=``, ...).
+_SECRET_NAME = re.compile(r"key|token|secret|pass|auth|sig|cred|session|jwt", re.IGNORECASE)
+#: Runs of the characters API keys are written with (hex, base64, base64url, a UUID's
+#: hyphens, percent escapes); a run of 20 or more that ``_looks_secret`` is redacted.
+#: In a path, ``/`` separates segments; in a query value it may be base64's.
+_PATH_TOKEN = re.compile(r"(?:[A-Za-z0-9+=_~.-]|%[0-9A-Fa-f]{2})+")
+_VALUE_TOKEN = re.compile(r"(?:[A-Za-z0-9+/=_~.-]|%[0-9A-Fa-f]{2})+")
+_SECRET_MIN = 20
+_SCRUB_MIN = 8
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]+")
+
+
+def _looks_secret(token: str) -> bool:
+    """Whether a run of key characters looks like a key: 20 or more of them, and
+    all hex, or mixing letters with digits, or mixing upper and lower case.
+
+    Plain words joined by ``-``/``_`` (``chat-completions``) never qualify; a
+    long path segment that mixes letters and digits is redacted even when it is
+    not a key (the message loses a little, the key never leaks).
+    """
+    if len(token) < _SECRET_MIN:
+        return False
+    bare = token.replace("-", "").replace("_", "")
+    if len(bare) >= _SECRET_MIN and _HEX_RUN.fullmatch(bare.removeprefix("0x")):
+        return True
+    has_digit = any(ch.isdigit() for ch in token)
+    has_alpha = any(ch.isalpha() for ch in token)
+    has_upper = any(ch.isupper() for ch in token)
+    has_lower = any(ch.islower() for ch in token)
+    return (has_digit and has_alpha) or (has_upper and has_lower)
+
+
+def _redact_text(part: str, found: list[str], token: re.Pattern[str] = _VALUE_TOKEN) -> str:
+    """``part`` with each key-looking run of ``token`` replaced; the runs go to ``found``."""
+
+    def swap(match: re.Match[str]) -> str:
+        if not _looks_secret(match.group()):
+            return match.group()
+        found.append(match.group())
+        return _REDACTED
+
+    return token.sub(swap, part)
+
+
+def _redact_query(query: str, found: list[str]) -> str:
+    pieces = []
+    for piece in query.split("&"):
+        name, eq, value = piece.partition("=")
+        if eq and value and _SECRET_NAME.search(name):
+            found.append(value)
+            pieces.append(f"{name}={_REDACTED}")
+        elif eq:
+            pieces.append(f"{_redact_text(name, found)}={_redact_text(value, found)}")
+        else:
+            pieces.append(_redact_text(piece, found))
+    return "&".join(pieces)
+
+
+def _redact(url: str) -> tuple[str, list[str]]:
+    found: list[str] = []
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # not a URL with an authority: every part is treated as a path
+        return _redact_text(url, found, _PATH_TOKEN), found
+    end = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark)
+        if at != -1:
+            end = min(end, at)
+    netloc, tail = rest[:end], rest[end:]
+    userinfo, at_sign, host = netloc.rpartition("@")
+    if at_sign:
+        found.extend((userinfo, userinfo.partition(":")[2]))
+        netloc = f"{_REDACTED}@{host}"
+    tail, hash_sign, fragment = tail.partition("#")
+    path, qmark, query = tail.partition("?")
+    shown = f"{scheme}://{netloc}{_redact_text(path, found, _PATH_TOKEN)}"
+    if qmark:
+        shown += "?" + _redact_query(query, found)
+    if hash_sign:
+        shown += "#" + _redact_text(fragment, found)
+    return shown, found
+
+
+def redact_url(url: str) -> str:
+    """``url`` as messages show it: keys replaced by ``[redacted]``.
+
+    Scheme, host and port are shown as given; userinfo (``user:pass@``) is
+    replaced whole; so is every query value whose name says it is a credential
+    (``apikey``, ``key``, ``token``, ``secret``, ``password``, ``auth``, ``sig``,
+    ...), and every run of 20 or more key characters in the path, the other query
+    values and the fragment that is all hex or mixes letters with digits or case
+    (Infura's 32 hex digits, Alchemy's base64url, a UUID). URLs without such parts
+    (``http://127.0.0.1:11434``, ``https://api.openai.com/v1``) come back unchanged.
+    """
+    return _redact(url)[0]
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The parts of ``url`` that ``redact_url`` hides, longest first, to scrub from
+    text a server sent back (a provider may echo the key in an error). Parts under
+    8 characters are left out: they would match ordinary text."""
+    parts = {part for part in _redact(url)[1] if len(part) >= _SCRUB_MIN}
+    return tuple(sorted(parts, key=len, reverse=True))
+
+
 def _mib(count: int) -> str:
     return f"{count / (1024 * 1024):g} MiB" if count >= 1024 * 1024 else f"{count} bytes"
 
@@ -287,7 +403,7 @@ def exchange(
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     scheme = urllib.parse.urlsplit(url).scheme.lower()
     if scheme not in ("http", "https"):
-        raise WireError("invalid", f"not an http:// or https:// URL: {_printable(url)}")
+        raise WireError("invalid", f"not an http:// or https:// URL: {_printable(redact_url(url))}")
     method = "GET" if data is None else "POST"
     request = urllib.request.Request(url, data=data, headers=dict(headers or {}), method=method)
     deadline = _Deadline(min(timeout, _LONGEST_WAIT))
@@ -304,7 +420,7 @@ def exchange(
             if 300 <= status < 400:
                 location = response.getheader("Location")
                 if location:
-                    target = _printable(urllib.parse.urljoin(url, location.strip()))
+                    target = _printable(redact_url(urllib.parse.urljoin(url, location.strip())))
                     raise WireError(
                         "redirect",
                         f"redirected to {target}; refusing to follow",

@@ -133,8 +133,11 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _scrub(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret else text
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with each secret (the API key, the key parts of the URL) replaced."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _error_detail(body: str) -> str:
@@ -201,15 +204,17 @@ class _Http:
         self.retries = retries
         self.backoff = backoff
         self._headers = dict(headers or {})
-        self._secret = secret or None
+        # The API key, and any key the URL carries (``.../v2/<key>``, ``?key=...``):
+        # messages show the URL through ``redact_url`` and scrub these from the rest.
+        self._secrets = ((secret,) if secret else ()) + httpwire.url_secrets(self.base_url)
         self.error = error
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
     def fail(self, what: str, url: str, status: int = 0, body: str = "") -> LLMError:
-        message = f"{self.client} (model {self.model!r}, {url}): {what}"
-        return self.error(_scrub(message, self._secret), status, _scrub(body, self._secret))
+        message = f"{self.client} (model {self.model!r}, {httpwire.redact_url(url)}): {what}"
+        return self.error(_scrub(message, self._secrets), status, _scrub(body, self._secrets))
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
         asked = _retry_after(retry_after)
@@ -238,7 +243,10 @@ class _Http:
             except httpwire.WireError as exc:
                 if exc.kind in _RETRY_KINDS and attempt < budget:
                     wait = self.delay(attempt, None)
-                    log.info("%s: %s (%s); retry in %.2fs", self.client, exc, url, wait)
+                    log.info(
+                        "%s: %s (%s); retry in %.2fs",
+                        self.client, exc, httpwire.redact_url(url), wait,
+                    )  # fmt: skip
                     _sleep(wait)
                     attempt += 1
                     continue
@@ -253,7 +261,7 @@ class _Http:
                     wait = self.delay(attempt, answer.headers.get("Retry-After"))
                     log.info(
                         "%s: HTTP %d from %s; retry %d/%d in %.2fs",
-                        self.client, status, url, attempt + 1, budget, wait,
+                        self.client, status, httpwire.redact_url(url), attempt + 1, budget, wait,
                     )  # fmt: skip
                     _sleep(wait)
                     attempt += 1
@@ -326,7 +334,8 @@ class OllamaClient:
         )
 
     def __repr__(self) -> str:
-        return f"OllamaClient(model={self.model!r}, base_url={self.base_url!r})"
+        shown = httpwire.redact_url(self.base_url)
+        return f"OllamaClient(model={self.model!r}, base_url={shown!r})"
 
     def complete(self, prompt: str, system: str = "") -> str:
         return self._chat(prompt, system, None)
@@ -388,7 +397,8 @@ class OllamaEmbedder:
         )
 
     def __repr__(self) -> str:
-        return f"OllamaEmbedder(model={self.model!r}, base_url={self.base_url!r})"
+        shown = httpwire.redact_url(self.base_url)
+        return f"OllamaEmbedder(model={self.model!r}, base_url={shown!r})"
 
     def __call__(self, text: str) -> list[float]:
         return self.batch([text])[0]
@@ -409,7 +419,8 @@ class OllamaEmbedder:
                 if exc.status != 404 or "model" in exc.body.lower():
                     raise
                 log.info(
-                    "OllamaEmbedder: %s has no /api/embed; using /api/embeddings", self.base_url
+                    "OllamaEmbedder: %s has no /api/embed; using /api/embeddings",
+                    httpwire.redact_url(self.base_url),
                 )
                 self._legacy = True
             else:
@@ -523,7 +534,8 @@ class OpenAICompatClient:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAICompatClient(model={self.model!r}, base_url={self.base_url!r})"
+        shown = httpwire.redact_url(self.base_url)
+        return f"OpenAICompatClient(model={self.model!r}, base_url={shown!r})"
 
     def complete(self, prompt: str, system: str = "") -> str:
         return self._chat(prompt, system, None)
@@ -592,8 +604,8 @@ class AnthropicClient:
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise LLMError(
-                f"AnthropicClient (model {self.model!r}, {self.base_url}): no API key; "
-                "set ANTHROPIC_API_KEY or pass api_key="
+                f"AnthropicClient (model {self.model!r}, {httpwire.redact_url(self.base_url)}): "
+                "no API key; set ANTHROPIC_API_KEY or pass api_key="
             )
         self._http = _Http(
             client="AnthropicClient",
@@ -607,7 +619,8 @@ class AnthropicClient:
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
+        shown = httpwire.redact_url(self.base_url)
+        return f"AnthropicClient(model={self.model!r}, base_url={shown!r})"
 
     def complete(self, prompt: str, system: str = "") -> str:
         payload = {

@@ -18,6 +18,13 @@ pass an instance as ``Runner.run(agent, input, session=...)``.
 
 The transcript and the lessons are separate on purpose: a conversation is not a
 lesson until something measured says it paid.
+
+Transcript files are opened as files beside a store are (``darwin_memo.storefiles``):
+never through a symbolic link, regular files only, created owner-only (0600). A
+``transcript_dir`` is often shared or checked out from elsewhere, and a
+``SESSION.jsonl`` (or a temporary name) planted there as a link to ``~/.bashrc``
+would otherwise have the next append or rewrite land in the link's target. Such a
+file is refused with one line naming it (``StoreError``); nothing is written.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ledger import Ledger
+from ..storefiles import check_beside, open_beside
 from ..untrusted import fence
 
 __all__ = ["Consultation", "DarwinMemoSession", "transcript_filename"]
@@ -138,9 +146,11 @@ class DarwinMemoSession:
     def _lines(self) -> list[str]:
         """Complete lines of the file; a torn last line (no newline) is left out."""
         try:
-            data = self.path.read_text(encoding="utf-8")
+            fd = open_beside(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return []
+        with open(fd, encoding="utf-8") as fh:
+            data = fh.read()
         lines = data.split("\n")
         lines.pop()  # text after the last newline: empty, or a write cut short
         return [line for line in lines if line.strip()]
@@ -159,33 +169,43 @@ class DarwinMemoSession:
             return self._read()
 
     def _rewrite(self, lines: list[str]) -> None:
+        """Replace the transcript atomically: a new temporary file, then a rename.
+
+        The temporary file is created exclusively (``O_EXCL``), so a link planted
+        under its name is refused, never followed; the rename replaces the
+        transcript's name, never a file a link there points to.
+        """
+        check_beside(self.path)
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
+        fd = open_beside(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
+            with open(fd, "w", encoding="utf-8") as fh:
                 fh.write("".join(line + "\n" for line in lines))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
         finally:
-            tmp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)  # ours: created above (gone after the rename)
 
     def _ends_torn(self) -> bool:
         """Whether the file ends in a partial line (a write cut short)."""
         try:
-            with open(self.path, "rb") as fh:
-                if fh.seek(0, os.SEEK_END) == 0:
-                    return False
-                fh.seek(-1, os.SEEK_END)
-                return fh.read(1) != b"\n"
+            fd = open_beside(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return False
+        with open(fd, "rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
 
     def _append_locked(self, text: str) -> None:
         with self._lock:
             self.transcript_dir.mkdir(parents=True, exist_ok=True)
             if self._ends_torn():  # drop a line an earlier crash left unfinished
                 self._rewrite(self._lines())
-            with open(self.path, "a", encoding="utf-8") as fh:
+            fd = open_beside(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            with open(fd, "a", encoding="utf-8") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
