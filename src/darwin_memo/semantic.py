@@ -209,9 +209,17 @@ class HybridRetriever:
 
     The lexical part is the entry's IDF-overlap score divided by the best such
     score for this query (so it lies in [0, 1]); an entry with no qualifying
-    lexical score gets 0 there. An entry qualifies when it clears either floor:
-    the lexical coverage floor or the dense similarity floor. ``similarity``
-    (used for merging and conflict groups) is the dense one.
+    lexical score gets 0 there. An entry qualifies when it clears either floor: the
+    lexical coverage floor or the dense similarity floor. ``similarity`` (used for
+    merging and conflict groups) is the dense one.
+
+    ``context`` (default 0: off) adds to each entry ``context`` times the larger
+    blended score of its two neighbours in the order the entries were added. It is
+    for memories written turn by turn from a conversation, where the turn that
+    answers is often found through the turn that asked (docs/retrieval.md measures
+    it on LoCoMo); lessons written independently of each other gain nothing from
+    it. It only reorders: an entry must qualify on its own to be lent anything, so
+    silence and the set of entries found are those of ``context=0``.
     """
 
     def __init__(
@@ -221,10 +229,14 @@ class HybridRetriever:
         alpha: float = DEFAULT_HYBRID_ALPHA,
         min_similarity: float = 0.30,
         min_coverage: float = 0.25,
+        context: float = 0.0,
     ) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be within [0, 1], got {alpha!r}")
+        if not 0.0 <= context <= 1.0:
+            raise ValueError(f"context must be within [0, 1], got {context!r}")
         self.alpha = alpha
+        self.context = context
         self.lexical = LexicalRetriever(min_coverage=min_coverage)
         self.dense = EmbeddingRetriever(
             embed if embed is not None else SentenceEmbedder(), min_similarity=min_similarity
@@ -241,31 +253,53 @@ class HybridRetriever:
 
     def _blend(
         self, lexical: Iterable[tuple[str, float]], dense: Iterable[tuple[str, float]]
-    ) -> list[tuple[str, float]]:
+    ) -> dict[str, float]:
+        """Blended scores of the qualifying entries (dense ones first, then lexical)."""
         lex = dict(lexical)
         den = dict(dense)
-        best = max(lex.values(), default=0.0)
         order = list(dict.fromkeys([*den, *lex]))
-        scored = [
-            (
-                entry_id,
-                self.alpha * den.get(entry_id, 0.0)
-                + (1.0 - self.alpha) * (lex.get(entry_id, 0.0) / best if best > 0 else 0.0),
-            )
+        best = max(lex.values(), default=0.0)
+        return {
+            entry_id: self.alpha * den.get(entry_id, 0.0)
+            + (1.0 - self.alpha) * (lex.get(entry_id, 0.0) / best if best > 0 else 0.0)
             for entry_id in order
-        ]
+        }
+
+    def _finish(
+        self, fused: dict[str, float], sequence: Sequence[str | None], place: dict[str, int]
+    ) -> list[tuple[str, float]]:
+        """Best first (ties in the order given); with ``context``, neighbours lend score."""
+        if self.context > 0:
+            lent = {}
+            for entry_id in fused:
+                at = place[entry_id]
+                near = [
+                    fused.get(other, 0.0)
+                    for other in (
+                        sequence[at - 1] if at > 0 else None,
+                        sequence[at + 1] if at + 1 < len(sequence) else None,
+                    )
+                    if other is not None
+                ]
+                lent[entry_id] = self.context * max(near, default=0.0)
+            fused = {entry_id: score + lent[entry_id] for entry_id, score in fused.items()}
+        scored = list(fused.items())
         scored.sort(key=lambda pair: pair[1], reverse=True)
         return scored
 
     def search(self, query: str, k: int | None) -> list[tuple[str, float]]:
-        found = self._blend(self.lexical.search(query, None), self.dense.search(query, None))
+        fused = self._blend(self.lexical.search(query, None), self.dense.search(query, None))
+        found = self._finish(fused, self.dense._row_ids, self.dense._row_of)
         return found if k is None else found[:k]
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         by_id = {e.id: e for e in entries}
         lexical = [(e.id, s) for e, s in self.lexical.rank(query, entries)]
         dense = [(e.id, s) for e, s in self.dense.rank(query, entries)]
-        return [(by_id[i], s) for i, s in self._blend(lexical, dense)]
+        sequence = [e.id for e in entries]
+        place = {entry_id: i for i, entry_id in enumerate(sequence)}
+        found = self._finish(self._blend(lexical, dense), sequence, place)
+        return [(by_id[i], s) for i, s in found]
 
     def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
         return self.dense.similarity(a, b)
