@@ -112,7 +112,8 @@ def at_schema(full: list[Any], version: int) -> list[Any]:
 
 
 def fold_rows(path: Path) -> None:
-    """The rows as schemas before 16 held them: question, answer and sources in ``data``."""
+    """The rows as schemas before 16 held them: question, answer and sources in ``data``
+    (and no table of a later schema)."""
     conn = sqlite3.connect(path)
     rows = conn.execute("SELECT rowid, question, answer, sources, data FROM entries").fetchall()
     conn.executemany(
@@ -123,6 +124,8 @@ def fold_rows(path: Path) -> None:
         ],
     )
     conn.execute("DROP VIEW IF EXISTS lessons")  # (schema 16's)
+    for table in ("organic_links", "organic_state"):  # (schema 17's)
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
     for column in ("question", "answer", "sources"):
         conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
     conn.commit()

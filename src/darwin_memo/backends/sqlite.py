@@ -543,7 +543,7 @@ class SqliteBackend:
         if self.kind == "sqlite":  # (PostgreSQL keeps no organic rows yet: docs/organic.md)
             from .organic_rows import ORGANIC_EVENTS, apply_sql
 
-            if any(e["event"] in ORGANIC_EVENTS for e in changes.events):
+            if any(e["event"] in ORGANIC_EVENTS for e in changes.events) and self._has_organic():
                 apply_sql(self.conn, changes.events)
         meta = {
             "version": version,
@@ -555,6 +555,14 @@ class SqliteBackend:
             [(k, _dumps(v)) for k, v in meta.items()],
         )
         self._seen = version
+
+    def _has_organic(self) -> bool:
+        """Whether the store has the organic layer's tables (schema 17 on): code writes
+        only what the store's schema holds."""
+        found = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'organic_state'"
+        ).fetchone()
+        return found is not None
 
     def write_meta(self, key: str, value: Any) -> None:
         """Set one meta value in its own transaction (used by migration)."""
