@@ -171,7 +171,7 @@ def test_the_graveyard_is_searched_by_the_tokens_of_its_rows(tmp_path: Path) -> 
 def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> None:
     """The dashboard's condition (a cheap test of the text first) misses no row: text
     that NFKC changes, text that is not ASCII."""
-    from darwin_memo.ui_data import _HOLDS_TOKEN
+    from darwin_memo.backends.pages import _HOLDS_TOKEN
 
     backend = SqliteBackend(tmp_path / "s.db", create=True)
     store = SqlStore(backend, max_energy=5.0, upkeep=0.05)
@@ -189,14 +189,14 @@ def test_the_graveyard_search_finds_rows_whatever_their_text(tmp_path: Path) -> 
     conn = backend.conn
     for token, expect in (("offsite", ["accent", "escaped", "plain", "wide"]), ("caf", [])):
         found = conn.execute(
-            f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN.format(0)} ORDER BY id",
-            {"r0": token, "w0": f" {token} "},
+            f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN} ORDER BY id",
+            (token, f" {token} "),
         ).fetchall()
         assert [i for (i,) in found] == expect
     (cafe,) = [t for t in entry_tokens(MemoryEntry(texts["accent"], "no")) if t.startswith("caf")]
     found = conn.execute(
-        f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN.format(0)} ORDER BY id",
-        {"r0": cafe, "w0": f" {cafe} "},
+        f"SELECT id FROM entries WHERE alive = 0 AND {_HOLDS_TOKEN} ORDER BY id",
+        (cafe, f" {cafe} "),
     ).fetchall()
     assert [i for (i,) in found] == ["accent", "escaped"]
     backend.close()
