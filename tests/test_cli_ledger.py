@@ -245,6 +245,7 @@ def test_the_shared_parser_reads_each_call_as_a_fresh_one_would() -> None:
     assert _read(_parse, ["s.db", "settle", "t1", "-1e3"]) == {
         "memory": "s.db",
         "scale": 1.0,
+        "retriever": None,
         "op": "settle",
         "ticket_id": "t1",
         "delta": "-1e3",

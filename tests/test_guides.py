@@ -35,6 +35,7 @@ TOOLS = {
     "memory_stats",
     "memory_obituary",
     "memory_audit",
+    "memory_related",  # ours: the organic layer's related entries (docs/mcp.md)
 }
 
 

@@ -41,6 +41,7 @@ TOOLS = {
     "memory_stats",
     "memory_obituary",
     "memory_audit",
+    "memory_related",
 }
 LESSON_Q = "Are cache chunk files under cache/ safe to delete?"
 LESSON_A = "Yes: cache chunk files are disposable and rebuilt on demand."
@@ -247,6 +248,79 @@ def test_query_settle_tick_obituary(tmp_path: Path, errlog: IO[str]) -> None:
         assert ledger.tick_count == 1
         assert ledger.verify() == []
         assert "measured delta +3, run 42" in ledger.obituary(entry_id)
+
+
+RELATED_LESSONS = [
+    ("Are cache files safe to delete?", "Yes, cache/ is disposable."),
+    ("Can I remove the cache directory?", "Yes, it is rebuilt on demand."),
+    ("Who owns the payroll database?", "The finance team."),
+    ("How do I rotate the signing key?", "Run rotate-key, then redeploy."),
+]
+
+
+def cli_related(store: Path, entry_id: str, k: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [PY, "-m", "darwin_memo", "ledger", str(store), "related", entry_id, "--k", str(k)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(out.stdout))
+
+
+def test_memory_related_sees_recalls_made_elsewhere(tmp_path: Path, errlog: IO[str]) -> None:
+    from darwin_memo.organic import OrganicMemory
+
+    store = tmp_path / "lessons.db"
+    with Ledger.open(store) as ledger:
+        ids = [ledger.add(q, a).id for q, a in RELATED_LESSONS]
+
+    def recall_in_another_ledger() -> None:  # as a CLI call or another server would
+        with Ledger.open(store, create=False) as ledger:
+            OrganicMemory.open(ledger).recall(ids[0], k=2)
+
+    async def run() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with connect(store, errlog) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            seen["schema"] = tools["memory_related"].input_schema
+            seen["read_only"] = tools["memory_related"].annotations.read_only_hint
+            seen["before"] = data(await call(client, "memory_related", entry_id=ids[0], k=2))
+            recall_in_another_ledger()
+            reply = await call(client, "memory_related", entry_id=ids[0], k=2)
+            seen["after"] = data(reply)
+            seen["after_text"] = json.loads(text(reply))
+            seen["default_k"] = data(await call(client, "memory_related", entry_id=ids[0]))
+            seen["unknown"] = data(await call(client, "memory_related", entry_id="nope"))
+            seen["bad k"] = await call(client, "memory_related", entry_id=ids[0], k=0)
+            seen["bad id"] = await call(client, "memory_related", entry_id="a b")
+        return seen
+
+    seen = anyio.run(run)
+    assert seen["schema"]["required"] == ["entry_id"]
+    assert set(seen["schema"]["properties"]) == {"entry_id", "k"}
+    assert seen["read_only"] is True
+
+    before = seen["before"]
+    assert before["entry_id"] == ids[0] and before["alive"] is True
+    assert before["related"][0]["entry_id"] == ids[1]  # the cache twin
+    assert all(r["link"] == 0.0 for r in before["related"])
+
+    after = seen["after"]
+    assert after == seen["after_text"]  # the text is the same object
+    assert [r["link"] for r in after["related"]] == [0.25, 0.25]  # learned in another ledger
+    assert after["related"][0]["score"] > before["related"][0]["score"]
+    # The CLI prints the same object; the server fences the recalled questions.
+    cli = cli_related(store, ids[0], 2)
+    for item in after["related"]:
+        item["question"] = fenced(item["question"])
+    assert after == cli
+    assert cli["related"][0]["question"] == RELATED_LESSONS[1][0]
+    assert len(seen["default_k"]["related"]) == 3  # k=5, but only three others exist
+
+    assert seen["unknown"] == {"entry_id": "nope", "alive": False, "related": []}
+    assert_one_line_error(seen["bad k"], "k")
+    assert_one_line_error(seen["bad id"], "entry_id")
 
 
 def test_a_ticket_survives_a_restart(tmp_path: Path, errlog: IO[str]) -> None:

@@ -13,9 +13,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conftest import pg_url
 from darwin_memo.ledger import Ledger
 from darwin_memo.organic import OrganicMemory
 
@@ -32,9 +34,19 @@ def _store(path: Path) -> list[str]:
         return [ledger.add(q, a).id for q, a in LESSONS]
 
 
-@pytest.fixture(params=["s.db", "s.json"])
-def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+@pytest.fixture(params=["s.db", "s.json", "postgres"])
+def store_path(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A store: an SQLite file, a JSON file, or a fresh PostgreSQL store's URL."""
+    if request.param == "postgres":
+        return pg_url(request.getfixturevalue("pg_cluster"))
     return tmp_path / request.param
+
+
+def _rows(store: Any) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """The store's organic rows as its backend reads them: links, recall counts."""
+    with Ledger.open(store, create=False) as ledger:
+        links, state = ledger.backend.organic_rows(ledger)  # type: ignore[union-attr]
+    return sorted(links), {i: recalls for i, (recalls, _) in state.items()}
 
 
 def test_recall_persists_across_processes_and_matches_memory(store_path: Path) -> None:
@@ -130,7 +142,9 @@ def test_death_removes_the_rows(store_path: Path) -> None:
         om.recall(ids[0], k=3)
         om.recall(ids[1], k=3)
         assert ledger.forget(ids[1]) == "buried"
-    if store_path.suffix == ".db":
+    if isinstance(store_path, str):  # PostgreSQL
+        rows, state = _rows(store_path)
+    elif store_path.suffix == ".db":
         conn = sqlite3.connect(store_path)
         rows = conn.execute("SELECT a, b FROM organic_links").fetchall()
         state = dict(conn.execute("SELECT entry_id, recalls FROM organic_state").fetchall())
@@ -172,14 +186,19 @@ def test_merge_moves_links_to_the_heir_and_sums_recalls(store_path: Path) -> Non
         assert all(om.hebbian.neighbors(t) == {} for t in twins)
 
 
-def test_two_processes_recalling_at_once_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_processes_recalling_at_once_lose_nothing(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     """Each process recalls every entry once (k=1), in its own order, all at once.
 
     Each recall strengthens one link by 0.25 and a link has two ends recalled twice
     each, so no link reaches the cap: the weights sum to 0.25 per recall made, and
     the counts to 2 per entry, only if no process overwrote another's strengthening.
     """
-    path = tmp_path / "s.db"
+    path: Any = tmp_path / "s.db"
+    if kind == "postgres":
+        path = pg_url(request.getfixturevalue("pg_cluster"))
     with Ledger.open(path) as ledger:
         ids = [
             ledger.add(f"How do I restart service {n} safely?", f"Drain service-{n} first.").id
@@ -207,6 +226,15 @@ def test_two_processes_recalling_at_once_lose_nothing(tmp_path: Path) -> None:
     ]
     go.touch()
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    if kind == "postgres":
+        with Ledger.open(path, create=False) as ledger:
+            links, state = ledger.backend.organic_rows(ledger)  # type: ignore[union-attr]
+            events = sum(1 for e in ledger.events() if e["event"] == "recall")
+        assert events == 2 * len(ids)
+        assert {i: r for i, (r, _) in state.items()} == {i: 2 for i in ids}
+        assert sum(links.values()) == pytest.approx(0.25 * 2 * len(ids))
+        assert max(links.values()) <= 1.0
+        return
     conn = sqlite3.connect(path)
     total = conn.execute("SELECT SUM(weight), MAX(weight) FROM organic_links").fetchone()
     recalls = dict(conn.execute("SELECT entry_id, recalls FROM organic_state").fetchall())
@@ -255,3 +283,42 @@ def test_stores_without_recalls_get_no_block(tmp_path: Path) -> None:
     with Ledger.open(path) as ledger:
         ledger.tick()
     assert "organic" not in json.loads(path.read_text())
+
+
+def test_reads_reload_the_rows_only_when_the_store_moved(store_path: Path) -> None:
+    ids = _store(store_path)
+    with Ledger.open(store_path) as ledger, Ledger.open(store_path) as other:
+        om = OrganicMemory.open(ledger)
+        backend: Any = ledger.backend
+        reads: list[int] = []
+        original = backend.organic_rows
+
+        def counted(led: Ledger) -> Any:
+            reads.append(1)
+            return original(led)
+
+        backend.organic_rows = counted  # counts the real reads; the rows are the store's
+        for _ in range(3):
+            om.related(ids[0], 2)
+            om.importance(ids[0])
+        assert reads == []  # nothing written since open: no reload
+        assert om.hebbian.weight(ids[0], ids[1]) == 0.0
+
+        OrganicMemory.open(other).recall(ids[0], k=2)  # another ledger (as another process)
+        om.related(ids[0], 2)
+        assert len(reads) == 1  # the store moved: read once
+        assert om.hebbian.weight(ids[0], ids[1]) == pytest.approx(0.25)
+        assert om.earned.recalls(ids[0]) == 1
+        om.related(ids[0], 2)
+        assert len(reads) == 1
+
+        other.add("An unrelated lesson?", "Yes.")  # any write moves the version
+        om.related(ids[0], 2)
+        assert len(reads) == 2
+
+        om.recall(ids[0], k=2)  # its own recall: read under the write, then after it
+        assert om.hebbian.weight(ids[0], ids[1]) == pytest.approx(0.5)
+        assert om.earned.recalls(ids[0]) == 2
+        reads_after = len(reads)
+        om.related(ids[0], 2)
+        assert len(reads) == reads_after

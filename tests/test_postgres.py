@@ -79,8 +79,9 @@ def test_migrations_are_recorded_per_store_and_newer_refused(pg_cluster: Any) ->
             "m003_energy_sums",
             "m004_lesson_rows_as_lists",
             "m005_readable_rows",
+            "m006_organic",
         ]
-        assert [version for version, _ in rows] == [1, 2, 3, 4, 5]
+        assert [version for version, _ in rows] == [1, 2, 3, 4, 5, 6]
         conn.execute(f"INSERT INTO {schema}.schema_migrations VALUES (999, 'm999', 'later')")
     with pytest.raises(StoreFormatError, match="schema version 999"):
         Ledger.open(url)
@@ -428,6 +429,7 @@ def test_a_postgres_store_from_before_its_schema_3_is_summed_when_opened(
             "DROP COLUMN sources"
         )
         conn.execute(f"DROP TABLE {schema}.energy_sums")
+        conn.execute(f"DROP TABLE {schema}.organic_links, {schema}.organic_state")  # (6)
         conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version >= 3")
     with Ledger.open(url) as ledger:
         assert ledger.stats() == stats

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     _R = TypeVar("_R")
 
     from .backends import Backend
+    from .interfaces import Retriever
 
     class TicketSource(Protocol):
         """Reads a store's open tickets: all, one by id, or those whose text names an
@@ -337,20 +338,43 @@ class Ledger:
         create: bool = True,
         backend: str | None = None,
         lock_timeout: float | None = None,
+        retriever: str | Retriever | None = None,
     ) -> Ledger:
         """A durable ledger on a store path (SQLite by default; ``.json`` = published format;
         a ``postgresql://...?store=NAME`` URL = a PostgreSQL store).
 
         ``create=False`` raises ``StoreNotFound`` for a missing store instead of
         creating it. See ``backends.open_backend`` for how a path picks its format.
+
+        ``retriever`` is ``"lexical"``, ``"hybrid"``, ``"semantic"`` or a retriever
+        object. A named choice is recorded in the store on first use, and a later open
+        without one searches with the recorded retriever (``darwin_memo.retrievers``);
+        a different named choice than the recorded one raises ``RetrieverMismatch``.
         """
         from .backends import open_backend
+        from .retrievers import make_retriever, mismatch, resolve_retriever
 
+        name, chosen = resolve_retriever(retriever)  # a bad name fails before opening
         be = open_backend(path, kind=backend, create=create, lock_timeout=lock_timeout)
-        store = MemoryStore()
-        ledger = cls(store, config=config, resource_scale=resource_scale)
-        ledger.backend = be
-        be.load(ledger)
+        try:
+            ledger = cls(
+                MemoryStore(retriever=chosen), config=config, resource_scale=resource_scale
+            )
+            ledger.backend = be
+            be.load(ledger)
+            recorded = getattr(be, "recorded_retriever", None)
+            if name is not None and recorded is None:
+                be.record_retriever(name)  # type: ignore[attr-defined]
+            elif name is not None and recorded != name:
+                from .backends.postgres import shown
+
+                raise mismatch(shown(path), str(recorded), name)
+            elif chosen is None and recorded not in (None, "lexical"):
+                ledger.store = MemoryStore(retriever=make_retriever(str(recorded)))
+                be.load(ledger)  # again, indexed by the recorded retriever
+        except BaseException:
+            be.close()
+            raise
         return ledger
 
     def close(self) -> None:

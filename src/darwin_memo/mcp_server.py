@@ -3,7 +3,7 @@
 ``darwin-memo-mcp --memory PATH`` and ``darwin-memo mcp --memory PATH`` are the
 same command. The server opens the store with ``Ledger.open`` (created if
 missing; ``.json`` is the published file format, anything else SQLite) and
-serves eight tools: ``memory_query``, ``memory_settle``, ``memory_abandon``,
+serves nine tools: ``memory_query``, ``memory_settle``, ``memory_abandon``,
 ``memory_add``, ``memory_tick``, ``memory_stats``, ``memory_obituary`` and
 ``memory_audit`` (see ``darwin_memo.mcp_tools`` and docs/mcp.md).
 
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .aliases import keyword_aliases
 from .cli.common import positive_float
+from .retrievers import RETRIEVER_NAMES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -146,6 +147,12 @@ def build_parser(prog: str = "darwin-memo-mcp") -> argparse.ArgumentParser:
         metavar="S",
         help="the size of a typical measured delta; credit is gain * tanh(delta / S) (1.0)",
     )
+    parser.add_argument(
+        "--retriever",
+        choices=RETRIEVER_NAMES,
+        help="rank with this retriever (lexical, hybrid or semantic), recorded in the store "
+        "on first use; default: the store's recorded one, else lexical",
+    )
     return parser
 
 
@@ -154,7 +161,13 @@ def _error(prog: str, message: str) -> int:
     return 1
 
 
-def serve(memory: str | Path, resource_scale: float = 1.0, *, prog: str = "darwin-memo-mcp") -> int:
+def serve(
+    memory: str | Path,
+    resource_scale: float = 1.0,
+    *,
+    prog: str = "darwin-memo-mcp",
+    retriever: str | None = None,
+) -> int:
     """Open the store and serve it on stdio until the client hangs up; the exit code."""
     try:
         from . import mcp_tools
@@ -166,7 +179,9 @@ def serve(memory: str | Path, resource_scale: float = 1.0, *, prog: str = "darwi
     from .ledger import Ledger
 
     try:
-        ledger = Ledger.open(memory, resource_scale=resource_scale, create=True)
+        ledger = Ledger.open(
+            memory, resource_scale=resource_scale, create=True, retriever=retriever
+        )
     except DarwinMemoError as exc:
         return _error(prog, str(exc))
     except OSError as exc:
@@ -187,7 +202,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "darwin-memo-mcp") -> in
 
         url = is_postgres_url(args.memory)  # a URL is not a path
         memory = args.memory if url else Path(args.memory).expanduser()
-    return serve(memory, args.resource_scale, prog=prog)
+    return serve(memory, args.resource_scale, prog=prog, retriever=args.retriever)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The eight MCP tools: a thin adapter from the MCP Python SDK (2.x) to one ``Ledger``.
+"""The nine MCP tools: a thin adapter from the MCP Python SDK (2.x) to one ``Ledger``.
 
 ``darwin_memo.mcp_server`` parses the command line and opens the store; this
 module, which needs the ``mcp`` extra, turns the ledger into tools. Each tool
@@ -69,6 +69,7 @@ TOOL_NAMES = (
     "memory_stats",
     "memory_obituary",
     "memory_audit",
+    "memory_related",
 )
 #: The longest error message a tool returns (the rest is cut, not wrapped).
 MAX_ERROR_CHARS = 400
@@ -170,6 +171,19 @@ class ObituaryResult(BaseModel):
     obituary: str = Field(description="The entry's life story, fenced as untrusted data.")
 
 
+class RelatedEntry(BaseModel):
+    entry_id: str
+    score: float = Field(description="Effective relatedness in [0, 1].")
+    link: float = Field(description="The learned (Hebbian) link strength in [0, 1].")
+    question: str = Field(description="Fenced as untrusted data.")
+
+
+class RelatedResult(BaseModel):
+    entry_id: str
+    alive: bool = Field(description="False for an entry that died, merged or never was.")
+    related: list[RelatedEntry]
+
+
 class AuditWindow(BaseModel):
     first_ts: str | None
     last_ts: str | None
@@ -226,6 +240,9 @@ class MemoryTools:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.lock = threading.Lock()
+        # The organic layer (memory_related), opened at its first use and kept: its
+        # graph is built once, then follows the store (reads reload what moved).
+        self._organic: Any = None
 
     @contextmanager
     def _call(self, tool: str) -> Iterator[None]:
@@ -424,6 +441,26 @@ class MemoryTools:
                 mover["question"] = fence(mover["question"])
         return _json_reply(digest)
 
+    def memory_related(
+        self,
+        entry_id: EntryId,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many related entries (5).")] = 5,
+    ) -> Annotated[CallToolResult, RelatedResult]:
+        """An entry's nearest entries by the organic layer's relatedness: similarity plus
+        the links that recalls in every process have strengthened (read-only)."""
+        from .organic import OrganicMemory, related_json
+
+        with self._call("memory_related"):
+            if self._organic is None:
+                try:
+                    self._organic = OrganicMemory.open(self.ledger)
+                except ValueError as exc:
+                    raise ToolError(one_line(str(exc))) from None
+            out = related_json(self._organic, entry_id, k)
+        for item in out["related"]:
+            item["question"] = fence(item["question"])
+        return _json_reply(out)
+
 
 # -- the server ---------------------------------------------------------------------------
 
@@ -466,11 +503,12 @@ _HINTS = {
     "memory_stats": _hints("Memory statistics", read_only=True),
     "memory_obituary": _hints("An entry's life story", read_only=True),
     "memory_audit": _hints("Journal digest", read_only=True),
+    "memory_related": _hints("Related entries", read_only=True),
 }
 
 
 def build_server(ledger: Ledger) -> MCPServer[Any]:
-    """An MCP server (not yet running) whose eight tools act on ``ledger``."""
+    """An MCP server (not yet running) whose nine tools act on ``ledger``."""
     server = _Server(
         name=SERVER_NAME,
         version=__version__,

@@ -52,9 +52,22 @@ __all__ = ["JOURNAL_MARK", "JsonBackend"]
 JOURNAL_MARK = "darwin-memo/1"
 
 
+def _recorded_name(payload: Any) -> str | None:
+    block = payload.get("retriever") if isinstance(payload, dict) else None
+    name = block.get("name") if isinstance(block, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _name_retriever(payload: dict[str, Any], name: str) -> None:
+    block = payload.get("retriever")
+    payload["retriever"] = {**(block if isinstance(block, dict) else {}), "name": name}
+
+
 class JsonBackend:
     kind = "json"
     history_in_memory = True
+    #: The retriever name the store recorded (the ``retriever`` block's ``name``).
+    recorded_retriever: str | None = None
 
     def __init__(
         self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
@@ -87,6 +100,7 @@ class JsonBackend:
         block: Any = {}
         if signature is not None:
             payload = read_json(self.path)
+            self.recorded_retriever = _recorded_name(payload)
             try:
                 store = MemoryStore.from_payload(payload, retriever=retriever)
             except StoreFormatError as exc:
@@ -178,6 +192,8 @@ class JsonBackend:
                 payload = ledger.to_payload()
                 payload["ledger"]["journal"] = JOURNAL_MARK
                 payload["ledger"]["journal_txn"] = {"id": txn, "events": changes.events}
+                if self.recorded_retriever is not None:
+                    _name_retriever(payload, self.recorded_retriever)
                 try:
                     write_json_atomic(self.path, payload)
                 except BaseException:
@@ -188,6 +204,26 @@ class JsonBackend:
             self._pending_txn = payload["ledger"]["journal_txn"]  # until appended
             self.journal.append(changes.events)
             self._pending_txn = None
+
+    def record_retriever(self, name: str, state: dict[str, Any] | None = None) -> None:
+        """Record the retriever every host process searches with (in the ``retriever``
+        block; a store not yet written gets it with its first write). ``state`` (the
+        new retriever's vectors, when it has any) replaces the block's old state."""
+        self.recorded_retriever = name
+        if not self.path.exists():
+            return
+        with store_lock(self.path, self.lock_timeout):
+            current = self._stat()
+            payload = read_json(self.path)
+            if not isinstance(payload, dict):
+                raise StoreFormatError(f"{self.path} is not a valid darwin-memo store")
+            if state:
+                payload["retriever"] = dict(state)
+            _name_retriever(payload, name)
+            with collector.paused():
+                write_json_atomic(self.path, payload)
+            if current == self._signature:  # nothing else changed: our view stays current
+                self._signature = self._stat()
 
     def history(self, entry_id: str) -> list[Any]:
         raise NotImplementedError  # notes live in the ledger's memory for JSON stores

@@ -18,7 +18,7 @@ transaction (``organic_ops``):
   both had keeps the larger weight; links among the members vanish), the heir's recall
   count is the members' sum and its activation their largest, and the members' rows go.
 
-SQLite applies them as SQL (``apply_sql``); a JSON store keeps the same state as a
+SQLite and PostgreSQL apply them as SQL (``apply_sql``); a JSON store keeps the same state as a
 block ``"organic"`` beside the entries (``apply_block``; the published format ignores
 keys it does not know): ``{"links": [[a, b, weight], ...], "entries": {id: [recalls,
 activation], ...}}``.
@@ -41,6 +41,7 @@ __all__ = [
     "organic_ops",
     "read_block",
     "read_sql",
+    "rows_version",
 ]
 
 #: Links are scaled by this at each tick (``dynamics.HEBB_DECAY``).
@@ -57,6 +58,22 @@ BLOCK_KEY = "organic"
 #: ``(links {(a, b): weight} with a < b, state {id: (recalls, activation)})``.
 Rows = tuple[dict[tuple[str, str], float], dict[str, tuple[int, float]]]
 Op = tuple[Any, ...]
+
+
+def rows_version(backend: Any) -> object | None:
+    """What ``backend`` last saw of its store, as a value that moves with every write.
+
+    An SQL store's ``meta.version`` (every write transaction bumps it, a recall's
+    included), a JSON store's file signature (inode, size, mtime). The organic layer
+    reloads its rows only when this moved since it last read them; ``None`` (a backend
+    that tracks neither) means "reload every time". Read it after the ledger's
+    refresh and before the rows, so rows read are never older than the version.
+    """
+    for name in ("_seen", "_signature"):  # SqliteBackend/PostgresBackend, JsonBackend
+        value = getattr(backend, name, None)
+        if value is not None and value != -1:  # (-1: an SQL backend that has read nothing)
+            return (name, value)
+    return None
 
 
 def _pair(x: str, y: str) -> tuple[str, str]:
@@ -202,7 +219,7 @@ def apply_block(extra: dict[str, Any], events: Iterable[dict[str, Any]]) -> None
 
 
 def read_sql(conn: Any) -> Rows:
-    """The rows of an SQLite store (schema 17)."""
+    """The rows of an SQL store (SQLite schema 17, PostgreSQL version 6)."""
     links: dict[tuple[str, str], float] = {}
     for a, b, w in conn.execute("SELECT a, b, weight FROM organic_links"):
         if isinstance(a, str) and isinstance(b, str) and a != b and _number(w):
@@ -218,29 +235,44 @@ def read_sql(conn: Any) -> Rows:
 
 _RECALLED = (
     "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 1, ?) "
-    "ON CONFLICT (entry_id) DO UPDATE SET recalls = recalls + 1, "
-    "activation = MAX(activation, excluded.activation)"
+    "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + 1, "
+    "activation = MAX(organic_state.activation, excluded.activation)"
 )
 _ACTIVATED = (
     "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 0, ?) "
-    "ON CONFLICT (entry_id) DO UPDATE SET activation = MAX(activation, excluded.activation)"
+    "ON CONFLICT (entry_id) DO UPDATE SET "
+    "activation = MAX(organic_state.activation, excluded.activation)"
 )
 _STRENGTHENED = (
     "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, MIN(1.0, ?)) "
-    "ON CONFLICT (a, b) DO UPDATE SET weight = MIN(1.0, weight + excluded.weight)"
+    "ON CONFLICT (a, b) DO UPDATE SET weight = MIN(1.0, organic_links.weight + excluded.weight)"
 )
 _MOVED = (
     "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, ?) "
-    "ON CONFLICT (a, b) DO UPDATE SET weight = MAX(weight, excluded.weight)"
+    "ON CONFLICT (a, b) DO UPDATE SET weight = MAX(organic_links.weight, excluded.weight)"
+)
+_MERGED = (
+    "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, ?, ?) "
+    "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + excluded.recalls, "
+    "activation = MAX(organic_state.activation, excluded.activation)"
 )
 
 
-def apply_sql(conn: Any, events: Iterable[dict[str, Any]]) -> None:
-    """Apply a transaction's events to an SQLite store's rows, inside its transaction.
+def _sql(statement: str, postgres: bool) -> str:
+    """``statement`` in the dialect: PostgreSQL spells SQLite's two-argument ``MAX`` and
+    ``MIN`` as ``GREATEST`` and ``LEAST`` (its connection turns ``?`` into ``%s``)."""
+    if not postgres:
+        return statement
+    return statement.replace("MAX(", "GREATEST(").replace("MIN(", "LEAST(")
+
+
+def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = False) -> None:
+    """Apply a transaction's events to an SQL store's rows, inside its transaction.
 
     Every change is an increment or a bound (``recalls + 1``, ``MIN(1, weight + by)``,
     ``MAX(activation, level)``) on the rows as they are at commit, so concurrent
-    recalls from other processes are never overwritten.
+    recalls from other processes are never overwritten. ``postgres``: ``conn`` is a
+    PostgreSQL store's connection (``GREATEST``/``LEAST`` for ``MAX``/``MIN``).
     """
     ops = organic_ops(events)
     if not ops:
@@ -254,10 +286,10 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]]) -> None:
     for op in ops:
         if op[0] == "recall":
             _, entry, level, activated, strengthened = op
-            conn.execute(_RECALLED, (entry, level))
-            conn.executemany(_ACTIVATED, activated)
+            conn.execute(_sql(_RECALLED, postgres), (entry, level))
+            conn.executemany(_sql(_ACTIVATED, postgres), activated)
             conn.executemany(
-                _STRENGTHENED,
+                _sql(_STRENGTHENED, postgres),
                 [(*_pair(entry, other), by) for other, by in strengthened if other != entry],
             )
         elif op[0] == "decay":
@@ -282,7 +314,9 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]]) -> None:
                     other = b if a == m else a
                     if other not in group and other != heir:
                         moved[other] = max(moved.get(other, 0.0), float(w))
-            conn.executemany(_MOVED, [(*_pair(heir, o), w) for o, w in sorted(moved.items())])
+            conn.executemany(
+                _sql(_MOVED, postgres), [(*_pair(heir, o), w) for o, w in sorted(moved.items())]
+            )
             held = []
             for m in members:
                 row = conn.execute(
@@ -292,9 +326,7 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]]) -> None:
                     held.append((int(row[0]), float(row[1])))
             if held:
                 conn.execute(
-                    "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, ?, ?) "
-                    "ON CONFLICT (entry_id) DO UPDATE SET recalls = recalls + excluded.recalls, "
-                    "activation = MAX(activation, excluded.activation)",
+                    _sql(_MERGED, postgres),
                     (heir, sum(r for r, _ in held), max(a for _, a in held)),
                 )
             _forget_sql(conn, [m for m in members if m != heir])

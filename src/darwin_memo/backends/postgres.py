@@ -452,18 +452,39 @@ def _m005_readable_rows(conn: PgConnection) -> None:
         )
 
 
+#: SQLite's schema 17 (``migrations.m017_organic``): the organic layer's learned links
+#: and per-entry state (``backends.organic_rows``). The ids compare in the "C"
+#: collation, so ``a < b`` orders them as Python (and SQLite) do, by code point.
+_SCHEMA_ORGANIC = """
+CREATE TABLE organic_links (
+    a TEXT COLLATE "C" NOT NULL,
+    b TEXT COLLATE "C" NOT NULL,
+    weight DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (a, b),
+    CHECK (a < b)
+);
+CREATE INDEX organic_links_by_b ON organic_links(b);
+CREATE TABLE organic_state (
+    entry_id TEXT PRIMARY KEY,
+    recalls BIGINT NOT NULL DEFAULT 0,
+    activation DOUBLE PRECISION NOT NULL DEFAULT 0
+)
+"""
+
+
 #: PostgreSQL's own numbered steps: SQL, or a function of the connection. Version 1 is
 #: SQLite's schema 3 in one step. Version 2 changes no table: rows written from it on
 #: are compact (SQLite's schema 7, ``migrations.m007_compact_rows``), which older
 #: darwin-memo must not read. Version 3 is SQLite's schema 10 (``energy_sums``), version
 #: 4 its schema 11 (no table changes: a lesson's row may be a list of its four values),
-#: version 5 its schema 16 (plain columns).
+#: version 5 its schema 16 (plain columns), version 6 its schema 17 (the organic layer).
 PG_MIGRATIONS: list[tuple[int, str, str | Callable[[PgConnection], None]]] = [
     (1, "m001_initial", _SCHEMA_V1),
     (2, "m002_compact_rows", ""),
     (3, "m003_energy_sums", _m003_energy_sums),
     (4, "m004_lesson_rows_as_lists", ""),
     (5, "m005_readable_rows", _m005_readable_rows),
+    (6, "m006_organic", _SCHEMA_ORGANIC),
 ]
 
 
@@ -574,6 +595,11 @@ class PostgresBackend(SqliteBackend):
                 f"understands ({len(PG_MIGRATIONS)}); upgrade darwin-memo to open it"
             )
         return found
+
+    def _has_organic(self) -> bool:
+        """The organic tables are there: ``_migrate`` brought the store to version 6 or
+        later when it opened (a newer schema is refused), so no query is needed."""
+        return True
 
     # -- pgvector ------------------------------------------------------------------
 

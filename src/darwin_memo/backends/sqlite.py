@@ -139,6 +139,8 @@ class SqliteBackend:
     #: A merge's note to its members is one ``merge_notes`` row by its heir (schema 9);
     #: PostgreSQL, which speaks this class's SQL, keeps a ``notes`` row per member.
     merge_notes_held = True
+    #: The retriever name the store recorded (meta ``retriever``), as last read.
+    recorded_retriever: str | None = None
 
     def __init__(
         self, path: str | Path, *, create: bool = True, lock_timeout: float | None = None
@@ -329,6 +331,8 @@ class SqliteBackend:
     def _read_all(self, ledger: Ledger) -> None:
         """Read the ledger's state: tickets, tick, damage record; entries stay in SQLite."""
         meta = self._meta()
+        recorded = meta.get("retriever")
+        self.recorded_retriever = recorded if isinstance(recorded, str) else None
         config = meta.get("config", {})
         store = self._store_class()(
             self,
@@ -540,11 +544,10 @@ class SqliteBackend:
                 for e in changes.events
             ],
         )
-        if self.kind == "sqlite":  # (PostgreSQL keeps no organic rows yet: docs/organic.md)
-            from .organic_rows import ORGANIC_EVENTS, apply_sql
+        from .organic_rows import ORGANIC_EVENTS, apply_sql
 
-            if any(e["event"] in ORGANIC_EVENTS for e in changes.events) and self._has_organic():
-                apply_sql(self.conn, changes.events)
+        if any(e["event"] in ORGANIC_EVENTS for e in changes.events) and self._has_organic():
+            apply_sql(self.conn, changes.events, postgres=self.kind == "postgres")
         meta = {
             "version": version,
             "tick_count": ledger.tick_count,
@@ -570,6 +573,12 @@ class SqliteBackend:
             self.conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value))
             )
+
+    def record_retriever(self, name: str, state: dict[str, Any] | None = None) -> None:
+        """Record the retriever every host process of this store searches with
+        (``state``, the retriever's vectors, is not kept here: SQL stores embed again)."""
+        self.write_meta("retriever", name)
+        self.recorded_retriever = name
 
     @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
@@ -624,11 +633,6 @@ class SqliteBackend:
     def organic_rows(self, ledger: Ledger) -> Any:
         """The organic layer's links and per-entry state (``organic_rows.Rows``), as
         this connection sees them (inside a write: as the write found them)."""
-        if self.kind != "sqlite":
-            raise StoreError(
-                f"{self.path}: the organic layer is not persisted in {self.kind} stores yet "
-                "(use an SQLite or JSON store, or an in-memory OrganicMemory)"
-            )
         from .organic_rows import read_sql
 
         try:

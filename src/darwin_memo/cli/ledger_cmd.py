@@ -32,6 +32,7 @@ from ..errors import (
     StoreNotFound,
     StoreUnavailableError,
 )
+from ..retrievers import RETRIEVER_NAMES
 from ..types import EntryKind
 from .common import CliError, positive_float, query_text, read_text_arg
 
@@ -85,6 +86,12 @@ def build_ledger_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("memory", help="store path (.json = published format; otherwise SQLite)")
     p.add_argument("--scale", type=_scale, default=1.0, help="resource scale (1.0)")
+    p.add_argument(
+        "--retriever",
+        choices=RETRIEVER_NAMES,
+        help="rank with this retriever; recorded in the store on first use "
+        "(default: the store's recorded one, else lexical)",
+    )
     ops = p.add_subparsers(dest="op", metavar="OP", parser_class=JsonArgumentParser)
     ops.required = True
 
@@ -125,6 +132,11 @@ def build_ledger_parser() -> argparse.ArgumentParser:
     o.add_argument("--expire-after", type=int, default=50, help="ticket expiry in ticks (50)")
 
     ops.add_parser("stats", help="population and energy")
+    o = ops.add_parser(
+        "set-retriever",
+        help="change the retriever the store records, re-embedding its entries",
+    )
+    o.add_argument("name", choices=RETRIEVER_NAMES, help="lexical, hybrid or semantic")
     ops.add_parser(
         "verify",
         help="rebuild every balance from the journal and compare; check the index",
@@ -280,13 +292,23 @@ def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, An
     elif op == "tick" and args.expire_after < 0:
         raise CliError(f"--expire-after must be >= 0, got {args.expire_after}")
 
+    if op == "set-retriever":
+        drop = getattr(held, "drop", None)
+        if drop is not None:
+            drop()  # serve's open ledger ranks the old way: it is opened again after
+        return _set_retriever(args)
     lent = held(args) if held is not None else None
     closer: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if lent is not None:
         ledger = lent  # kept open by its holder: each operation is still one transaction
     else:
         try:
-            ledger = Ledger.open(args.memory, resource_scale=args.scale, create=(op == "add"))
+            ledger = Ledger.open(
+                args.memory,
+                resource_scale=args.scale,
+                create=(op == "add"),
+                retriever=args.retriever,
+            )
         except StoreNotFound:
             if op == "add":
                 raise
@@ -338,26 +360,56 @@ def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, An
     raise CliError(f"unknown operation {op!r}")  # pragma: no cover - argparse guards it
 
 
+#: Entries embedded per batch by ``set-retriever`` (one progress line each).
+WARM_BATCH = 64
+
+
+def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
+    """``set-retriever NAME``: record the new choice and embed every living entry."""
+    from ..ledger import Ledger
+    from ..retrievers import make_retriever
+    from ..store import MemoryStore
+
+    retriever = make_retriever(args.name)  # without the extra: fails before opening
+    with Ledger.open(args.memory, resource_scale=args.scale, create=False) as ledger:
+        backend = ledger.backend
+        assert backend is not None
+        previous = getattr(backend, "recorded_retriever", None)
+        ledger.store = MemoryStore(retriever=retriever)
+        backend.load(ledger)  # indexed by the new retriever
+        entries = list(ledger.store.alive())
+        embedded = 0
+        warm = getattr(retriever, "warm", None)
+        if warm is not None and entries:
+            batch = getattr(getattr(retriever, "embed", None), "batch", None)
+            for start in range(0, len(entries), WARM_BATCH):
+                part = entries[start : start + WARM_BATCH]
+                embedded += warm(part) if batch is None else warm(part, batch)
+                done = min(start + WARM_BATCH, len(entries))
+                print(
+                    f"\rdarwin-memo: embedding {done}/{len(entries)} entries",
+                    end="\n" if done == len(entries) else "",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        backend.record_retriever(args.name, retriever.dump_state())  # type: ignore[attr-defined]
+    return {
+        "retriever": args.name,
+        "previous": previous or "lexical",
+        "alive": len(entries),
+        "embedded": embedded,
+    }
+
+
 def _related(ledger: Ledger, entry_id: str, k: int) -> dict[str, Any]:
     """``related``: the organic layer's nearest entries, with the persisted links."""
-    from ..organic import OrganicMemory
+    from ..organic import OrganicMemory, related_json
 
     try:
         om = OrganicMemory.open(ledger)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    alive = ledger.store.get(entry_id)
-    out: dict[str, Any] = {"entry_id": entry_id, "alive": bool(alive and alive.alive)}
-    out["related"] = [
-        {
-            "entry_id": other,
-            "score": round(score, 6),
-            "link": round(om.hebbian.weight(entry_id, other), 6),
-            "question": om.store.get(other).question,  # type: ignore[union-attr]
-        }
-        for other, score in om.related(entry_id, k)
-    ]
-    return out
+    return related_json(om, entry_id, k)  # (the MCP tool memory_related returns the same)
 
 
 def _check_text_args(args: argparse.Namespace) -> None:
@@ -420,7 +472,7 @@ def main_ledger(argv: Sequence[str]) -> int:
                 _check_text_args(args)
             except CliError as exc:
                 return _fail(str(exc), exc.code)
-            return serve(args.memory, args.scale)
+            return serve(args.memory, args.scale, args.retriever)
     result, code = _answer(argv)
     _emit(result)
     return code

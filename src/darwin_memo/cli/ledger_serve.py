@@ -123,7 +123,12 @@ class _Holder:
         if self.ledger is None:
             identity = self._file_identity()
             try:
-                self.ledger = Ledger.open(self.store, resource_scale=args.scale, create=False)
+                self.ledger = Ledger.open(
+                    self.store,
+                    resource_scale=args.scale,
+                    create=False,
+                    retriever=getattr(args, "retriever", None),
+                )
             except StoreNotFound:
                 return None  # run_op answers as a one-shot does (and `add` creates it)
             self.identity = identity
@@ -137,7 +142,7 @@ class _Holder:
                 ledger.close()
 
 
-def serve(store: str, scale: float) -> int:
+def serve(store: str, scale: float, retriever: str | None = None) -> int:
     """Answer requests on stdin until it ends; returns the exit code (0)."""
     from .ledger_cmd import _answer, _emit
 
@@ -145,6 +150,8 @@ def serve(store: str, scale: float) -> int:
     # process that stays must collect its garbage.
     gc.enable()
     head = [store] if scale == 1.0 else [store, "--scale", repr(scale)]
+    if retriever is not None:
+        head += ["--retriever", retriever]
     stream = sys.stdin.buffer
     holder = _Holder(store)
     try:

@@ -12,6 +12,9 @@ Four phases over one ``MemoryStore``, all on mechanical or measured signals, no 
    (``EarnedImportance``), and ``OrganicMemory.upkeep_scale()`` for callers who choose
    to let importance slow upkeep.
 
+``related_json`` is an entry's related entries in the JSON that ``darwin-memo ledger
+STORE related`` prints and the MCP tool ``memory_related`` returns.
+
 Phases 1-3 never touch energy. Phase 4 changes upkeep only when the caller passes
 ``om.upkeep_scale()`` to ``store.charge_upkeep(scale=...)``; docs/organic.md measures
 why that is a risk (usage becomes a retention signal a query-only attacker can buy).
@@ -25,6 +28,7 @@ from .activation import ActivationState, detail, surface
 from .associative import AssociativeGraph, BruteForceBackend, build_graph, store_related
 from .dynamics import HebbianWeights, OrganicMemory
 from .importance import EarnedImportance
+from .report import related_json
 
 __all__ = [
     "ActivationState",
@@ -35,6 +39,7 @@ __all__ = [
     "OrganicMemory",
     "build_graph",
     "detail",
+    "related_json",
     "store_related",
     "surface",
 ]

@@ -133,12 +133,14 @@ class OrganicMemory:
         self.earned = EarnedImportance()
         #: The durable ledger this layer reads and writes through (``open``), or None.
         self.ledger: Ledger | None = None
+        # The store version whose rows ``_load`` last read (None: not read yet).
+        self._rows_version: object | None = None
 
     @classmethod
     def open(
         cls, ledger: Ledger, embedder: Embedder | None = None, backend: Backend | None = None
     ) -> OrganicMemory:
-        """The organic layer of a durable ledger's store (SQLite or JSON), persisted.
+        """The organic layer of a durable ledger's store (SQLite, PostgreSQL or JSON), persisted.
 
         Links, activations and recall counts live in the store: every read loads them
         as the store holds them now, ``recall`` and ``decay`` are ledger operations (one
@@ -159,11 +161,22 @@ class OrganicMemory:
         om._load()
         return om
 
-    def _load(self) -> None:
-        """Replace the learned state by the store's (a persisted layer; call in a read)."""
+    def _load(self, force: bool = False) -> None:
+        """Replace the learned state by the store's (a persisted layer; call in a read).
+
+        The rows are read again only when the store's version moved since the last
+        read (``organic_rows.rows_version``), so a read of an unchanged store costs
+        no O(rows) reload; ``force`` reads them regardless.
+        """
+        from ..backends.organic_rows import rows_version
+
         ledger = self.ledger
         assert ledger is not None and ledger.backend is not None
         self.store = ledger.store  # a reload may have given the ledger a new store object
+        version = rows_version(ledger.backend)
+        if not force and version is not None and version == self._rows_version:
+            return
+        self._rows_version = version
         links, levels = ledger.backend.organic_rows(ledger)  # type: ignore[attr-defined]
         self.hebbian = HebbianWeights()
         for (a, b), weight in links.items():
