@@ -49,6 +49,7 @@ export function createRuntime(api, options = {}) {
     command: config.command,
     memoryPath: config.memoryPath,
     resourceScale: config.resourceScale,
+    retriever: config.retriever,
     timeoutMs: config.commandTimeoutMs,
     env: options.env,
     logger,

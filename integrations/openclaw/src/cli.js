@@ -1,4 +1,4 @@
-// Shelling out to `darwin-memo ledger FILE --scale S OP ...`.
+// Shelling out to `darwin-memo ledger FILE --scale S [--retriever NAME] OP ...`.
 //
 // Every ledger operation is one short-lived process that prints one JSON object.
 // A failure is either that process's own JSON error ({"error", "code"}, non-zero
@@ -216,25 +216,38 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The ledger operations the plugin uses. Each goes to one long-lived
- * `darwin-memo ledger FILE --scale S serve` process (src/serve.js) when that
+ * `darwin-memo ledger FILE --scale S [--retriever NAME] serve` process (src/serve.js) when that
  * darwin-memo has `serve`, else to a one-shot `darwin-memo ledger ...` process.
  */
 export class Ledger {
-  constructor({ command, memoryPath, resourceScale, timeoutMs, env, logger, serve = true }) {
+  constructor({ command, memoryPath, resourceScale, retriever = null, timeoutMs, env, logger, serve = true }) {
     this.command = command;
     this.memoryPath = memoryPath;
     this.resourceScale = resourceScale;
+    this.retriever = retriever;
     this.timeoutMs = timeoutMs;
     this.env = env;
     this.serve = serve
       ? new ServeProcess({
           command,
-          args: ["ledger", memoryPath, "--scale", String(resourceScale), "serve"],
+          args: [...this.storeArgs(), "serve"],
           env: env ?? process.env,
           timeoutMs,
           logger,
         })
       : null;
+  }
+
+  /**
+   * `ledger FILE --scale S [--retriever NAME]`: what comes before OP on every call.
+   * Without a retriever we say nothing, so the store's recorded choice applies; with
+   * one, darwin-memo records it on first use and refuses a store that recorded
+   * another (a bad_input error, which the caller sees).
+   */
+  storeArgs() {
+    const args = ["ledger", this.memoryPath, "--scale", String(this.resourceScale)];
+    if (this.retriever) args.push("--retriever", this.retriever);
+    return args;
   }
 
   /** Whether calls currently go through `serve` (false after falling back). */
@@ -253,7 +266,7 @@ export class Ledger {
    * with the text inline (serve's stdin carries the requests).
    */
   async run(op, opArgs = [], input = null, serveArgs = null) {
-    const args = ["ledger", this.memoryPath, "--scale", String(this.resourceScale), op, ...opArgs];
+    const args = [...this.storeArgs(), op, ...opArgs];
     const inline = input === null ? [op, ...opArgs] : serveArgs && [op, ...serveArgs];
     for (let attempt = 0; ; attempt++) {
       try {

@@ -20,7 +20,11 @@ export const DEFAULTS = Object.freeze({
   tickIntervalHours: 24,
   commandTimeoutMs: 15000,
   maxTicketAgeHours: 24,
+  retriever: null, // say nothing: the store's recorded retriever (lexical if none) applies
 });
+
+/** The retriever names `darwin-memo ledger --retriever` accepts (docs/retrieval.md). */
+export const RETRIEVERS = Object.freeze(["lexical", "hybrid", "semantic"]);
 
 export const TIMEOUT_MIN_MS = 100;
 export const TIMEOUT_MAX_MS = 600000;
@@ -55,6 +59,8 @@ const CHECKS = {
       ? null
       : `commandTimeoutMs must be a whole number from ${TIMEOUT_MIN_MS} to ${TIMEOUT_MAX_MS}`,
   maxTicketAgeHours: (v) => (isNumber(v) && v > 0 ? null : "maxTicketAgeHours must be a number > 0"),
+  retriever: (v) =>
+    RETRIEVERS.includes(v) ? null : `retriever must be one of ${RETRIEVERS.map((r) => JSON.stringify(r)).join(", ")}`,
 };
 
 /** The state directory: the host's answer, else $OPENCLAW_STATE_DIR, else ~/.openclaw. */

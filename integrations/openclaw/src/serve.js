@@ -1,4 +1,4 @@
-// One long-lived `darwin-memo ledger FILE --scale S serve` process.
+// One long-lived `darwin-memo ledger FILE --scale S [--retriever NAME] serve` process.
 //
 // A one-shot darwin-memo call spends most of its time starting Python. `serve`
 // starts it once: each request is one line on its stdin, the JSON array of the

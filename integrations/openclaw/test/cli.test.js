@@ -113,6 +113,28 @@ describe("Ledger argv", () => {
     assert.deepEqual(calls[3].argv.slice(4), ["forget", "--", entry_id]);
   });
 
+  it("says nothing about the retriever unless one is configured, then passes it before the op", async () => {
+    await ledger.stats();
+    const named = new Ledger({
+      command: fakeCommand(tmp.dir),
+      memoryPath,
+      resourceScale: 2,
+      retriever: "hybrid",
+      timeoutMs: 10000,
+    });
+    await named.stats();
+    await named.decide("anything");
+    const calls = readLines(`${memoryPath}.calls.jsonl`);
+    const before = calls.filter((c) => c.argv.includes("--retriever"));
+    assert.ok(calls.some((c) => c.op === "stats" && !c.argv.includes("--retriever")));
+    assert.ok(before.length >= 2);
+    for (const c of before) {
+      assert.deepEqual(c.argv.slice(0, 6), ["ledger", memoryPath, "--scale", "2", "--retriever", "hybrid"]);
+    }
+    assert.deepEqual(named.serve.args, ["ledger", memoryPath, "--scale", "2", "--retriever", "hybrid", "serve"]);
+    assert.deepEqual(ledger.serve.args, ["ledger", memoryPath, "--scale", "2", "serve"]);
+  });
+
   it("retries a store that stays locked, then gives up with store_locked", async () => {
     setBehaviour(memoryPath, { tick: "locked" });
     await assert.rejects(ledger.tick(), (err) => err.code === "store_locked");

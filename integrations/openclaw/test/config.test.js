@@ -5,7 +5,7 @@ import path from "node:path";
 import { describe, it } from "node:test";
 
 import plugin from "../index.js";
-import { ConfigError, DEFAULTS, PLUGIN_ID, resolveConfig, resolveStateDir } from "../src/config.js";
+import { ConfigError, DEFAULTS, PLUGIN_ID, RETRIEVERS, resolveConfig, resolveStateDir } from "../src/config.js";
 import { TOOL_NAMES } from "../src/tools.js";
 
 const manifest = JSON.parse(readFileSync(new URL("../openclaw.plugin.json", import.meta.url), "utf8"));
@@ -85,6 +85,12 @@ describe("resolveConfig", () => {
     assert.equal(config.commandTimeoutMs, 500);
   });
 
+  it("retriever: unset says nothing (null); each documented name is kept", () => {
+    assert.equal(resolveConfig({}, { stateDir }).config.retriever, null);
+    for (const name of RETRIEVERS) assert.equal(resolveConfig({ retriever: name }, { stateDir }).config.retriever, name);
+    assert.deepEqual(manifest.configSchema.properties.retriever.enum, [...RETRIEVERS]);
+  });
+
   it("leaves a bare command name for PATH lookup", () => {
     const { config } = resolveConfig({ command: "darwin-memo" }, { stateDir });
     assert.equal(config.command, "darwin-memo");
@@ -105,6 +111,10 @@ describe("resolveConfig", () => {
     [{ commandTimeoutMs: 1500.5 }, /commandTimeoutMs/],
     [{ commandTimeoutMs: 10_000_000 }, /commandTimeoutMs/],
     [{ maxTicketAgeHours: 0 }, /maxTicketAgeHours/],
+    [{ retriever: "bm25" }, /retriever must be one of "lexical", "hybrid", "semantic" \(got "bm25"\)/],
+    [{ retriever: "Hybrid" }, /retriever must be one of/],
+    [{ retriever: "" }, /retriever must be one of/],
+    [{ retriever: 1 }, /retriever must be one of/],
     [{ memoryPaht: "/x" }, /unknown key "memoryPaht"/],
     [[], /must be an object/],
     ["x", /must be an object/],

@@ -1,4 +1,4 @@
-// A stand-in for `darwin-memo ledger FILE [--scale S] OP ...` used by the unit
+// A stand-in for `darwin-memo ledger FILE [--scale S] [--retriever NAME] OP ...` used by the unit
 // tests: the same JSON shapes, a toy economy (credit = 0.6 * tanh(delta/scale)),
 // word-overlap retrieval, and switches to misbehave. Not a test file itself.
 //
@@ -29,6 +29,7 @@ if (argv[i] === "--scale") {
   scale = Number(argv[i + 1]);
   i += 2;
 }
+if (argv[i] === "--retriever") i += 2; // recorded in calls.jsonl's argv; the toy search ignores it
 const op = argv[i];
 const rest = argv.slice(i + 1);
 const opts = {};
