@@ -179,7 +179,9 @@ def test_entry_is_why_json_for_living_dead_and_merged(scenario: Scenario, server
     with Ledger.open(scenario.path, create=False) as ledger:
         for name in ("cache", "poison", "logs", "editor", "hostile"):
             entry_id = scenario.ids[name]
-            assert get_json(server, f"/api/entry/{entry_id}") == entry_life(ledger, entry_id)
+            life = get_json(server, f"/api/entry/{entry_id}")
+            assert isinstance(life.pop("related"), list)
+            assert life == entry_life(ledger, entry_id)
     assert get_json(server, f"/api/entry/{scenario.ids['poison']}")["cause_of_death"] == (
         "executed"
     )
@@ -192,6 +194,47 @@ def test_entry_is_why_json_for_living_dead_and_merged(scenario: Scenario, server
     status, _, body = fetch(server, "/api/entry/nope")
     assert status == 404
     assert json.loads(body) == {"error": "nope is unknown to this store"}
+
+
+def test_entry_lists_its_related_entries_as_ledger_related_does(
+    scenario: Scenario, server: Any
+) -> None:
+    for name in ("cache", "hostile", "poison"):
+        entry_id = scenario.ids[name]
+        related = get_json(server, f"/api/entry/{entry_id}")["related"]
+        proc = cli("ledger", str(scenario.path), "related", entry_id)
+        assert proc.returncode == 0, proc.stderr
+        assert related == json.loads(proc.stdout)["related"]
+        assert len(related) <= 5
+    assert get_json(server, f"/api/entry/{scenario.ids['poison']}")["related"] == []  # dead
+    hostile = get_json(server, f"/api/entry/{scenario.ids['cache']}")["related"]
+    assert scenario.ids["hostile"] in [row["entry_id"] for row in hostile]
+
+
+@pytest.mark.parametrize("suffix", [".db", ".json"])
+def test_entry_related_shows_a_recalled_neighbour_and_its_link(tmp_path: Path, suffix: str) -> None:
+    from darwin_memo.organic import OrganicMemory
+
+    path = tmp_path / f"organic{suffix}"
+    with Ledger.open(path) as ledger:
+        lone = ledger.add("Is the lighthouse lamp serviced weekly?", "Yes, on Mondays.").id
+    with running(path) as srv:  # one entry and no organic rows: no neighbours
+        assert get_json(srv, f"/api/entry/{lone}")["related"] == []
+        with Ledger.open(path) as ledger:
+            far = ledger.add("Which cheese goes with pears?", "Aged gouda.").id
+            near = ledger.add("Who services the lighthouse lamp?", "The keeper does.").id
+            OrganicMemory.open(ledger).recall(lone)
+        related = get_json(srv, f"/api/entry/{lone}")["related"]
+    by_id = {row["entry_id"]: row for row in related}
+    assert set(by_id) == {near, far}
+    assert by_id[near] == {
+        "entry_id": near,
+        "score": by_id[near]["score"],
+        "link": 0.25,
+        "question": "Who services the lighthouse lamp?",
+    }
+    assert by_id[near]["score"] >= 0.25 and by_id[near]["score"] > by_id[far]["score"]
+    assert related[0]["entry_id"] == near
 
 
 def test_graveyard_rows_carry_causes(scenario: Scenario, server: Any) -> None:
@@ -932,3 +975,30 @@ def test_cli_postgres_errors_are_one_redacted_line(pg_cluster: Any) -> None:
     line = _assert_one_line_error(cli("ui", unreachable, "--port", "0", "--no-open"))
     assert "cannot connect" in line and secret not in line
     assert line.startswith("error: postgresql://ann@127.0.0.1:1/db")
+
+
+def test_a_large_store_lists_no_neighbours_in_a_life_story(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above RELATED_MAX_POPULATION the page does not build the graph while it waits."""
+    from darwin_memo import ui_data
+    from darwin_memo.ledger import Ledger
+
+    path = tmp_path / "lessons.db"
+    ledger = Ledger.open(path)
+    try:
+        first = ledger.add("Can old log files be deleted?", "Yes, after seven days.")
+        ledger.add("Can old log files be removed?", "Yes, after a week.")
+    finally:
+        ledger.close()
+    view = ui_data.StoreView(path)
+    try:
+        assert view.entry(first.id)["related"]  # type: ignore[index]
+        monkeypatch.setattr(ui_data, "RELATED_MAX_POPULATION", 1)
+        fresh = ui_data.StoreView(path)
+        try:
+            assert fresh.entry(first.id)["related"] == []  # type: ignore[index]
+        finally:
+            fresh.close()
+    finally:
+        view.close()

@@ -305,6 +305,14 @@ def test_life_story_of_living_merged_and_dead_entries(
     expect(settlements.first.locator("td").nth(3)).to_have_text(first["detail"])
     expect(settlements.first.locator("td").nth(2)).to_have_text(f"+{first['delta']:g}")
     expect(drawer.locator("ol.story li")).to_have_count(len(cache["events"]))
+    # Its neighbours, the hostile entry among them: its question shown as text, its id a link.
+    neighbour = drawer.locator(f"table.related tr[data-related='{ids['hostile']}']")
+    expect(neighbour.locator("td.text")).to_have_text(HOSTILE_QUESTION)
+    assert page.locator("#drawer img, #drawer script").count() == 0
+    neighbour.locator("button.link").click()
+    expect(drawer).to_have_attribute("data-entry", ids["hostile"])
+    expect(drawer.locator(".qa.q")).to_have_text(HOSTILE_QUESTION)
+    assert page.evaluate("() => window.__pwned") is None
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
 

@@ -63,6 +63,8 @@ from .observe import (
 __all__ = [
     "CAUSES",
     "MAX_PAGE",
+    "RELATED_K",
+    "RELATED_MAX_POPULATION",
     "SORT_KEYS",
     "DoctorWorker",
     "PageQuery",
@@ -77,6 +79,12 @@ CAUSES = ("executed", "starved", "merged", "forgotten")
 #: The largest page a request may ask for.
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
+#: The most related entries a life story lists.
+RELATED_K = 5
+#: Above this many living entries a life story lists no neighbours: the similarity
+#: graph is built in Python while the page waits (about 6 s at 100k entries), so the
+#: page points at ``darwin-memo ledger STORE related ID`` instead.
+RELATED_MAX_POPULATION = 10_000
 #: Events ``/api/events`` returns unless asked for another number.
 DEFAULT_EVENTS = 200
 _PAGE_CACHE = 64
@@ -265,6 +273,7 @@ class StoreView:
         self._events: list[JsonDict] = []
         self._events_seq = 0
         self._events_version = ""
+        self._organic: Any = None  # the organic layer, opened on first use (``_related``)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -492,10 +501,36 @@ class StoreView:
     # -- one entry, tickets ------------------------------------------------------------
 
     def entry(self, entry_id: str) -> JsonDict | None:
-        """The ``why --json`` life story (None when the store never held the id)."""
+        """The ``why --json`` life story plus ``related``: up to ``RELATED_K`` rows of
+        ``ledger STORE related`` (the organic layer's neighbours, with their learned
+        links), so the page can link an entry to its neighbours. None when the store
+        never held the id."""
         with self.lock:
             self.version()
-            return entry_life(self.ledger, entry_id)
+            life = entry_life(self.ledger, entry_id)
+            if life is None:
+                return None
+            return {**life, "related": self._related(entry_id)}
+
+    def _related(self, entry_id: str) -> list[JsonDict]:
+        """The organic layer's rows for ``entry_id`` (call with the lock held).
+
+        The layer is opened once and kept: it rebuilds its graph incrementally and
+        reloads the persisted links only when the store changed. Reading it writes
+        nothing. A store whose backend keeps no organic rows, or that holds more than
+        ``RELATED_MAX_POPULATION`` living entries, lists none.
+        """
+        from .organic import OrganicMemory, related_json
+
+        if len(self.ledger.store) > RELATED_MAX_POPULATION:
+            return []
+        if self._organic is None:
+            try:
+                self._organic = OrganicMemory.open(self.ledger)
+            except ValueError:
+                return []
+        rows: list[JsonDict] = related_json(self._organic, entry_id, RELATED_K)["related"]
+        return rows
 
     def tickets(self) -> JsonDict:
         """Open tickets, oldest first, as the spec's ``pending`` rows plus provenance."""

@@ -647,6 +647,22 @@
     } else {
       target.append(el("p", { class: "meta", text: "No settlement has reached this entry." }));
     }
+    const related = life.related || [];
+    target.append(el("h3", { text: "Related entries (" + related.length + ")" }));
+    if (related.length) {
+      const table = el("table", { class: "data related" });
+      table.append(el("thead", {}, el("tr", {}, ...["entry", "question", "score", "link"].map((h) => el("th", { text: h })))));
+      const tb = el("tbody");
+      for (const r of related) {
+        tb.append(
+          el("tr", { data: { related: r.entry_id } }, el("td", {}, entryButton(r.entry_id)), el("td", { class: "text", text: r.question || "" }), el("td", { class: "num", text: num(r.score, 3) }), el("td", { class: "num", text: num(r.link, 3) })),
+        );
+      }
+      table.append(tb);
+      target.append(el("div", { class: "scroll" }, table));
+    } else {
+      target.append(el("p", { class: "meta", text: "No related entries listed (the organic layer links living entries only; stores over 10,000 entries: darwin-memo ledger STORE related ID)." }));
+    }
     target.append(el("h3", { text: "Everything that happened to it" }));
     const story = el("ol", { class: "story" });
     for (const note of life.events) story.append(el("li", { text: note.text ?? JSON.stringify(note) }));
