@@ -554,6 +554,15 @@ class Ledger:
             "pending": [[t.id, t.provenance] for t in self._pending.values()],
         }
 
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[Callable[..., None]]:
+        """One operation for a layer built on the ledger (the organic layer): a
+        transaction, or one journal append in memory, that yields ``record(event,
+        **payload)``. Each recorded event is journalled with the tick and time, and a
+        durable backend applies the events it knows in the same transaction."""
+        with self._op() as changes:
+            yield functools.partial(self._emit, changes)
+
     def _emit(self, changes: Changes, event: str, **payload: Any) -> None:
         changes.events.append(
             {"event": event, "tick": self.tick_count, "ts": utc_now_iso(), **payload}

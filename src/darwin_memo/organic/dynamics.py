@@ -306,14 +306,13 @@ class OrganicMemory:
         the write, recorded as a ``recall`` event that the backend applies."""
         ledger = self.ledger
         assert ledger is not None
-        with ledger._op() as changes:
+        with ledger.operation() as record:
             self._load()  # as the store holds it now, under the write lock
             self.sync()
             if entry_id not in self.graph:
                 return
             neighbours = self._related(entry_id, k)
-            ledger._emit(
-                changes,
+            record(
                 "recall",
                 entry=entry_id,
                 level=BUMP_TO,
@@ -330,8 +329,8 @@ class OrganicMemory:
         """
         if self.ledger is not None:
             ledger = self.ledger
-            with ledger._op() as changes:
-                ledger._emit(changes, "organic_decay")
+            with ledger.operation() as record:
+                record("organic_decay")
             self._load()
             return
         self.state.decay(DECAY_FACTOR)
