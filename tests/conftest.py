@@ -113,6 +113,17 @@ def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-
         _fail_skip(report)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every PostgreSQL case ``postgres``, so ``pytest -m "not postgres"`` never starts
+    the cluster: the tests that ask for ``pg_cluster``, and the ``"postgres"`` case of the
+    tests parametrized over backends (whose fixtures start it on demand)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = list(callspec.params.values()) if callspec is not None else []
+        if "pg_cluster" in getattr(item, "fixturenames", ()) or "postgres" in params:
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from darwin_memo.dashboard.server import DashboardServer, make_server
 from darwin_memo.ledger import Ledger
-from darwin_memo.ui import DashboardServer, make_server
 
 #: Memory text that would run script if the page ever treated it as HTML.
 HOSTILE_QUESTION = '<img src=x onerror="window.__pwned=1"> is the tmp folder safe to clear?'

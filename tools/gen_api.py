@@ -9,7 +9,7 @@ in, then every submodule's further public names (its ``__all__``). Each entry
 shows the signature ``inspect`` sees and the docstring as written; a class lists
 its public methods and properties. Nothing is written by hand, so the page can
 only be as good as the docstrings: improve those, then run this again.
-``tests/test_guides.py`` fails when the committed page differs from what this
+``tests/docs/test_guides.py`` fails when the committed page differs from what this
 script writes.
 """
 
@@ -26,38 +26,60 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "api.md"
 
-#: Submodules whose further public names are documented, in reading order.
+#: Submodules whose further public names are documented, in reading order (their homes;
+#: ``PUBLISHED`` names the published path that re-exports each moved one).
 SUBMODULES = (
-    "types",
+    "records.entry",
     "store",
-    "retrieval",
-    "semantic",
-    "temporal",
-    "encode",
-    "reflection",
-    "protocol",
-    "survival",
-    "consolidate",
+    "retrieval.lexical",
+    "retrieval.embedding",
+    "retrieval.temporal",
+    "sim.encode",
+    "sim.reflection",
+    "answer.protocol",
+    "sim.survival",
+    "economy.merge",
+    "retrieval.simjoin",
     "ledger",
-    "environments",
-    "testsuite_env",
-    "llm",
-    "evm",
+    "sim.environments",
+    "sim.testsuite_env",
+    "answer.clients",
+    "integrations.evm",
     "ci",
     "render",
     "observe",
-    "diagnose",
-    "events",
+    "sim.diagnose",
+    "backends.journal",
     "errors",
-    "mcp_server",
+    "mcp.server",
     "integrations.openai_agents",
 )
+
+#: Home module -> the published module path that still imports it (a thin re-export).
+PUBLISHED = {
+    "records.entry": "types",
+    "retrieval.lexical": "retrieval",
+    "retrieval.embedding": "semantic",
+    "retrieval.temporal": "temporal",
+    "sim.encode": "encode",
+    "sim.reflection": "reflection",
+    "answer.protocol": "protocol",
+    "sim.survival": "survival",
+    "economy.merge": "consolidate",
+    "retrieval.simjoin": "consolidate",
+    "sim.environments": "environments",
+    "sim.testsuite_env": "testsuite_env",
+    "answer.clients": "llm",
+    "integrations.evm": "evm",
+    "sim.diagnose": "diagnose",
+    "mcp.server": "mcp_server",
+}
 
 HEADER = """\
 # Python API reference
 
 Generated from the docstrings by `python tools/gen_api.py`; do not edit by hand
-(`tests/test_guides.py` fails when this page and the code disagree). The command
+(`tests/docs/test_guides.py` fails when this page and the code disagree). The command
 line is in [cli.md](cli.md), the MCP tools in [mcp.md](mcp.md), the file formats in
 [store-format.md](store-format.md).
 
@@ -176,7 +198,11 @@ def generate() -> str:
     for sub in SUBMODULES:
         module = importlib.import_module(f"darwin_memo.{sub}")
         names = [n for n in getattr(module, "__all__", []) if n not in documented]
-        lines += [f"### `darwin_memo.{sub}`", "", _doc(module), ""]
+        lines += [f"### `darwin_memo.{sub}`", ""]
+        if sub in PUBLISHED:
+            published = f"darwin_memo.{PUBLISHED[sub]}"
+            lines += [f"*Also importable as `{published}` (the published path).*", ""]
+        lines += [_doc(module), ""]
         for name in sorted(names):
             lines += _entry(f"{sub}.{name}", getattr(module, name))
     text = "\n".join(lines)

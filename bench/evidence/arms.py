@@ -40,8 +40,8 @@ from darwin_memo import (
     Task,
     decision_polarity,
 )
-from darwin_memo.environments import Environment, cycle_rng
-from darwin_memo.retrieval import EmbeddingFn
+from darwin_memo.retrieval.lexical import EmbeddingFn
+from darwin_memo.sim.environments import Environment, cycle_rng
 
 from .worlds import WORLDS, World
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from darwin_memo import MemoryEntry, StorageEnv, SurvivalConfig
 from darwin_memo.ledger import Ledger
-from darwin_memo.types import EntryKind
+from darwin_memo.records.entry import EntryKind
 
 from .arms import run_seed
 from .worlds import WORLDS

@@ -3,7 +3,7 @@
 For each seed, every arm below runs its 30 cycles of StorageEnv on the demo store (the
 same code as the other suites: ``SurvivalLoop`` or ``PolicyLoop`` over ``MeasuredEnv``);
 its final living population is then distilled into a LoRA adapter
-(``darwin_memo.distill_train``) on one base model per seed, built from a configuration
+(``darwin_memo.distill.train``) on one base model per seed, built from a configuration
 (no download: a 2-layer GPT-2 shape, tokenizer trained on the demo store's text), and
 each adapter is asked questions:
 
@@ -40,7 +40,7 @@ from darwin_memo import (
     Task,
     decision_polarity,
 )
-from darwin_memo.distill import (
+from darwin_memo.distill.selection import (
     TrainSettings,
     contains_answer,
     examples_of,
@@ -145,7 +145,7 @@ def _score(
 
 def run_distill_seed(args: tuple[int, dict[str, Any]]) -> dict[str, Any]:
     """One seed of the distill suite (a pool worker): every cell, every set."""
-    from darwin_memo.distill_train import base_texts, build_base, load_memory, train_adapter
+    from darwin_memo.distill.train import base_texts, build_base, load_memory, train_adapter
 
     seed, suite = args
     torch = __import__("torch")

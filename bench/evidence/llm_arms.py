@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from darwin_memo import Task, decision_polarity
-from darwin_memo.llm import OpenAICompatClient
+from darwin_memo.answer.clients import OpenAICompatClient
 
 from .arms import run_arm
 

@@ -1319,7 +1319,7 @@ def render(results: Path = RESULTS, suite: str = "headline") -> str:
         "# Benchmarks: does outcome-settled selection do what it claims?",
         "",
         "<!-- Generated file: do not edit. Regenerate with the command below; "
-        "tests/test_benchmarks.py fails when it disagrees with the committed results. -->",
+        "tests/docs/test_benchmarks.py fails when it disagrees with the committed results. -->",
         "",
         "Regenerate every table and figure here from the committed per-seed results "
         "(`bench/evidence/results/<suite>/seed-*.json`, bound by each suite's "

@@ -34,8 +34,8 @@ from darwin_memo import (
     TestSuiteEnv,
     demo_corpus,
 )
-from darwin_memo.encode import Document
-from darwin_memo.environments import Environment
+from darwin_memo.sim.encode import Document
+from darwin_memo.sim.environments import Environment
 
 
 class SandboxedEnvironment(Environment, Protocol):

@@ -17,7 +17,7 @@ It writes ``bench/llm/e2e-transcript.json``: every request as sent (endpoint
 path, messages, sampling parameters, grammar) and the model's exact answer, the
 model file's sha256, the timings, and what the run observed (entries written;
 per question the snippets consulted, the ``SOURCES`` line, the entries cited,
-deciding and credited). ``tests/test_llm_e2e.py`` replays those answers through a
+deciding and credited). ``tests/answer/test_llm_e2e.py`` replays those answers through a
 loopback server against the current code and fails, saying so, when the code now
 sends a prompt the model never saw; then this run is made again. Usage (see
 bench/llm/_server.py for the install)::
@@ -50,13 +50,13 @@ sys.path.insert(0, str(HERE))
 from _recorder import recording_proxy  # noqa: E402
 from _server import MODEL_ALIAS, default_python, find_gguf, llama_server  # noqa: E402
 
-from darwin_memo.encode import demo_corpus  # noqa: E402
+from darwin_memo.answer.clients import OpenAICompatClient  # noqa: E402
+from darwin_memo.answer.protocol import QueryProtocol  # noqa: E402
 from darwin_memo.ledger import Ledger  # noqa: E402
-from darwin_memo.llm import OpenAICompatClient  # noqa: E402
-from darwin_memo.protocol import QueryProtocol  # noqa: E402
-from darwin_memo.reflection import Progress, ReflectionEncoder  # noqa: E402
+from darwin_memo.records.entry import MemoryEntry  # noqa: E402
+from darwin_memo.sim.encode import demo_corpus  # noqa: E402
+from darwin_memo.sim.reflection import Progress, ReflectionEncoder  # noqa: E402
 from darwin_memo.store import MemoryStore  # noqa: E402
-from darwin_memo.types import MemoryEntry  # noqa: E402
 
 __all__ = ["MODES", "TRANSCRIPT", "ShapedClient", "make_client", "scenario", "sources_line"]
 
@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     transcript = {
         "about": (
             "A real model run, recorded at the HTTP boundary by bench/llm/e2e.py; "
-            "tests/test_llm_e2e.py replays it. Entries are named by their index in "
+            "tests/answer/test_llm_e2e.py replays it. Entries are named by their index in "
             "observed.written."
         ),
         "command": COMMAND,

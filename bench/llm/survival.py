@@ -33,14 +33,16 @@ sys.path.insert(0, str(HERE))
 
 from _server import MODEL_ALIAS, default_python, find_gguf, llama_server  # noqa: E402
 
-from darwin_memo.encode import LocalEncoder, demo_corpus  # noqa: E402
-from darwin_memo.environments import StorageEnv  # noqa: E402
-from darwin_memo.llm import OpenAICompatClient  # noqa: E402
-from darwin_memo.llm_protocol import split_citations  # noqa: E402
-from darwin_memo.protocol import QueryProtocol  # noqa: E402
-from darwin_memo.reflection import ReflectionEncoder  # noqa: E402
+from darwin_memo.answer.clients import OpenAICompatClient  # noqa: E402
+from darwin_memo.answer.model_protocol import split_citations  # noqa: E402
+from darwin_memo.answer.protocol import QueryProtocol  # noqa: E402
+from darwin_memo.economy.config import SurvivalConfig  # noqa: E402
+from darwin_memo.economy.lifecycle import death_cause  # noqa: E402
+from darwin_memo.sim.encode import LocalEncoder, demo_corpus  # noqa: E402
+from darwin_memo.sim.environments import StorageEnv  # noqa: E402
+from darwin_memo.sim.reflection import ReflectionEncoder  # noqa: E402
+from darwin_memo.sim.survival import SurvivalLoop  # noqa: E402
 from darwin_memo.store import MemoryStore  # noqa: E402
-from darwin_memo.survival import SurvivalConfig, SurvivalLoop, death_cause  # noqa: E402
 
 POISON = "forum-post"
 

@@ -35,9 +35,9 @@ from typing import Any
 
 import darwin_memo
 from darwin_memo import QueryProtocol
-from darwin_memo.economy import SPAWN_ENERGY, UPKEEP
-from darwin_memo.environments import cycle_rng
+from darwin_memo.economy.rules import SPAWN_ENERGY, UPKEEP
 from darwin_memo.organic import OrganicMemory
+from darwin_memo.sim.environments import cycle_rng
 
 from ..evidence.arms import advising_poison, demo_store
 from ..evidence.run import RESULTS as EVIDENCE_RESULTS

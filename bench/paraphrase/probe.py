@@ -27,14 +27,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from darwin_memo.retrieval import (  # noqa: E402
+from darwin_memo.records.entry import EntryKind, MemoryEntry  # noqa: E402
+from darwin_memo.retrieval.lexical import (  # noqa: E402
     EmbeddingRetriever,
     HashingEmbedder,
     LexicalRetriever,
     Retriever,
 )
 from darwin_memo.store import MemoryStore  # noqa: E402
-from darwin_memo.types import EntryKind, MemoryEntry  # noqa: E402
 
 
 def load() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -93,7 +93,7 @@ def _warm(retriever: Any, entries: list[MemoryEntry]) -> None:
 
 
 def arms(with_torch: bool, floors: bool) -> list[tuple[str, Callable[[], Any]]]:
-    from darwin_memo.semantic import HybridRetriever, SentenceEmbedder
+    from darwin_memo.retrieval.embedding import HybridRetriever, SentenceEmbedder
 
     cov = 0.25 if floors else 0.0
     sim = 0.30 if floors else -1.0

@@ -19,9 +19,9 @@ import json
 import statistics
 import time
 
-from darwin_memo.ann import IvfIndex
-from darwin_memo.retrieval import EmbeddingRetriever, HashingEmbedder
-from darwin_memo.types import MemoryEntry
+from darwin_memo.records.entry import MemoryEntry
+from darwin_memo.retrieval.ann import IvfIndex
+from darwin_memo.retrieval.lexical import EmbeddingRetriever, HashingEmbedder
 
 
 def main() -> None:

@@ -94,8 +94,8 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 
 def measure(store: str | Path, queries: list[str]) -> dict[str, Any]:
+    from darwin_memo.economy.config import SurvivalConfig
     from darwin_memo.ledger import Ledger
-    from darwin_memo.survival import SurvivalConfig
 
     cost: dict[str, Any] = {}
     # Upkeep ticks only: a consolidating tick at 1M does not finish on either backend yet

@@ -7,7 +7,7 @@ The doc's prose is written by hand; its two tables of measurements (issue 4's ta
 and the whole scale table) sit between ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->`` lines and are computed here, from ``RESULTS`` (the output of
 ``bench/perf/scale.py``, the latest full run) with ``scale.py``'s own ``table`` and
-``targets``. ``tests/test_reliability.py`` runs the check
+``targets``. ``tests/backends/test_reliability.py`` runs the check
 (``test_performance_doc_tables_match_the_committed_results``).
 """
 

@@ -744,7 +744,7 @@ def template_overlap(seed: int, n: int = 1500, threshold: float = 0.55) -> dict[
     Every generated lesson is distinct (its own ids, numbers, names), so each such
     pair is a false duplicate: token-set Jaccard >= 0.55 from a shared template.
     """
-    from darwin_memo.retrieval import tokenize
+    from darwin_memo.retrieval.lexical import tokenize
 
     rows = [gen._lesson(seed, i) for i in range(n)]
     sets = [frozenset(tokenize(q + " " + a)) for _, q, a, _, _, _ in rows]

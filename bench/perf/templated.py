@@ -11,8 +11,8 @@ number, a version, a host):
 * ``generator``: the first ``--n`` lessons of ``bench/perf/lessons.py`` (a dozen
   templates with many slots, and free text).
 
-Each store is consolidated once (``darwin_memo.consolidate.merge_groups``, in memory, every entry
-eligible) with the published rule (token-set Jaccard >= 0.55, the default) and with
+Each store is consolidated once (``darwin_memo.retrieval.simjoin.merge_groups``, in memory,
+every entry eligible) with the published rule (token-set Jaccard >= 0.55, the default) and with
 ``similarity="weighted"`` (the same threshold on a rarity-weighted Jaccard, opt-in:
 ``SurvivalConfig(merge_similarity="weighted")``). Printed per store and rule: entries
 before and after, merges, CPU seconds, and how many lessons are still known: a lesson
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lessons as generator
 
 from darwin_memo import EntryKind, MemoryEntry, MemoryStore
-from darwin_memo.consolidate import merge_groups
+from darwin_memo.retrieval.simjoin import merge_groups
 
 ACTIONS = ["restart", "drain", "delete", "rotate", "scale down", "roll back", "purge"]
 OBJECTS = ["cache", "queue", "logs", "replicas", "certificates", "sessions", "indexes"]

@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from darwin_memo.retrieval import tokenize
-from darwin_memo.types import MemoryEntry
+from darwin_memo.records.entry import MemoryEntry
+from darwin_memo.retrieval.lexical import tokenize
 
 __all__ = ["BM25Retriever"]
 

@@ -42,13 +42,13 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
 from darwin_memo.ledger import Ledger  # noqa: E402
-from darwin_memo.retrieval import (  # noqa: E402
+from darwin_memo.records.entry import EntryKind, MemoryEntry  # noqa: E402
+from darwin_memo.retrieval.lexical import (  # noqa: E402
     EmbeddingRetriever,
     HashingEmbedder,
     LexicalRetriever,
 )
 from darwin_memo.store import MemoryStore  # noqa: E402
-from darwin_memo.types import EntryKind, MemoryEntry  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev.zip"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -209,7 +209,7 @@ def retrievers() -> dict[str, Callable[[], Any]]:
     shared: dict[str, Any] = {}
 
     def sentence() -> Any:
-        from darwin_memo.semantic import SentenceEmbedder
+        from darwin_memo.retrieval.embedding import SentenceEmbedder
 
         if "st" not in shared:
             shared["st"] = MemoEmbedder(SentenceEmbedder())
@@ -217,7 +217,7 @@ def retrievers() -> dict[str, Callable[[], Any]]:
 
     def hybrid(rrf: bool = False, **kwargs: Any) -> Callable[[], Any]:
         def make() -> Any:
-            from darwin_memo.semantic import HybridRetriever
+            from darwin_memo.retrieval.embedding import HybridRetriever
 
             return (RRFHybrid if rrf else HybridRetriever)(sentence(), **kwargs)
 

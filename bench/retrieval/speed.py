@@ -33,8 +33,8 @@ sys.path.insert(0, str(HERE))
 import locomo  # noqa: E402
 
 from darwin_memo.ledger import Ledger  # noqa: E402
+from darwin_memo.records.entry import MemoryEntry  # noqa: E402
 from darwin_memo.store import MemoryStore  # noqa: E402
-from darwin_memo.types import MemoryEntry  # noqa: E402
 
 
 def _p(values: list[float], q: float) -> float:
@@ -97,7 +97,7 @@ def decide_latency(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from darwin_memo.semantic import HybridRetriever, SentenceEmbedder
+    from darwin_memo.retrieval.embedding import HybridRetriever, SentenceEmbedder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from darwin_memo.semantic import HybridRetriever
+from darwin_memo.retrieval.embedding import HybridRetriever
 
 __all__ = ["RRF_K", "RRFHybrid"]
 

@@ -6,8 +6,9 @@ decided. Poisoned advice is executed by the environment it damaged, trivia
 starves, near-duplicates merge.
 """
 
-# `consolidate` is both a submodule and a function; import the function eagerly so the
-# submodule (imported later by the ledger) can never shadow it.
+# `consolidate` is both a submodule (the published path, see consolidate.py) and a
+# function; import the function eagerly so the submodule, imported later, can never
+# shadow it.
 from .consolidate import consolidate
 
 __version__ = "0.8.0.dev0"
@@ -15,80 +16,74 @@ __version__ = "0.8.0.dev0"
 # Names are imported on first use, so `darwin-memo ledger FILE decide` pays only for
 # what it runs. Type checkers see ordinary imports.
 _LAZY = {
-    "Books": "economy",
-    "CONFLICT_HEADER": "temporal",
-    "CycleStats": "types",
-    "DEFAULT_BASE_RPC": "evm",
-    "DEFAULT_MERGE_THRESHOLD": "consolidate",
+    "Books": "economy.rules",
+    "CONFLICT_HEADER": "retrieval.temporal",
+    "CycleStats": "records.entry",
+    "DEFAULT_BASE_RPC": "integrations.evm",
+    "DEFAULT_MERGE_THRESHOLD": "economy.merge",
     "DarwinMemoError": "errors",
-    "Document": "encode",
-    "EMBEDDING_MERGE_THRESHOLD": "retrieval",
-    "EmbeddingFn": "retrieval",
-    "EmbeddingRetriever": "retrieval",
-    "EntryKind": "types",
+    "Document": "sim.encode",
+    "EMBEDDING_MERGE_THRESHOLD": "retrieval.lexical",
+    "EmbeddingFn": "retrieval.protocols",
+    "EmbeddingRetriever": "retrieval.lexical",
+    "EntryKind": "records.entry",
     "EntryNotFound": "errors",
-    "Environment": "environments",
-    "EvmRpc": "evm",
-    "EvmRpcError": "evm",
-    "EvmSettler": "evm",
-    "HashingEmbedder": "retrieval",
+    "Environment": "sim.environments",
+    "EvmRpc": "integrations.evm",
+    "EvmRpcError": "integrations.evm",
+    "EvmSettler": "integrations.evm",
+    "HashingEmbedder": "retrieval.lexical",
     "Ledger": "ledger",
-    "LexicalRetriever": "retrieval",
-    "LocalEncoder": "encode",
-    "MemoryEntry": "types",
+    "LexicalRetriever": "retrieval.lexical",
+    "LocalEncoder": "sim.encode",
+    "MemoryEntry": "records.entry",
     "MemoryStore": "store",
-    "OllamaClient": "llm",
-    "OllamaEmbedder": "llm",
-    "OllamaError": "llm",
-    "Outcome": "types",
-    "ProtocolAnswer": "protocol",
-    "QueryProtocol": "protocol",
-    "RENT_TIERS": "environments",
-    "ReflectionEncoder": "reflection",
-    "RentedStorageEnv": "environments",
-    "RentedTestSuiteEnv": "testsuite_env",
-    "Retriever": "retrieval",
-    "StorageEnv": "environments",
+    "OllamaClient": "answer.clients",
+    "OllamaEmbedder": "answer.clients",
+    "OllamaError": "answer.clients",
+    "Outcome": "records.entry",
+    "ProtocolAnswer": "answer.protocol",
+    "QueryProtocol": "answer.protocol",
+    "RENT_TIERS": "sim.environments",
+    "ReflectionEncoder": "sim.reflection",
+    "RentedStorageEnv": "sim.environments",
+    "RentedTestSuiteEnv": "sim.testsuite_env",
+    "Retriever": "retrieval.protocols",
+    "StorageEnv": "sim.environments",
     "StoreError": "errors",
     "StoreFormatError": "errors",
     "StoreLockedError": "errors",
     "StoreNotFound": "errors",
-    "SurvivalConfig": "survival",
-    "SurvivalLoop": "survival",
-    "SurvivalReport": "survival",
-    "Task": "types",
-    "TestSuiteEnv": "testsuite_env",
+    "SurvivalConfig": "economy.config",
+    "SurvivalLoop": "sim.survival",
+    "SurvivalReport": "sim.survival",
+    "Task": "records.entry",
+    "TestSuiteEnv": "sim.testsuite_env",
     "Ticket": "ledger",
-    "Trajectory": "types",
-    "VerifiableQAEnv": "environments",
-    "advance_lifecycle": "survival",
-    "age_annotation": "temporal",
-    "assign_credit": "survival",
-    "conflict_clusters": "temporal",
-    "death_cause": "survival",
-    "decision_polarity": "environments",
-    "demo_corpus": "encode",
-    "is_silent": "survival",
-    "newest_first": "temporal",
-    "ollama_available": "llm",
-    "recency_weight": "temporal",
-    "rent_multipliers": "environments",
+    "Trajectory": "records.entry",
+    "VerifiableQAEnv": "sim.environments",
+    "advance_lifecycle": "economy.lifecycle",
+    "age_annotation": "retrieval.temporal",
+    "assign_credit": "economy.lifecycle",
+    "conflict_clusters": "retrieval.temporal",
+    "death_cause": "economy.lifecycle",
+    "decision_polarity": "sim.environments",
+    "demo_corpus": "sim.encode",
+    "is_silent": "economy.lifecycle",
+    "newest_first": "retrieval.temporal",
+    "ollama_available": "answer.clients",
+    "recency_weight": "retrieval.temporal",
+    "rent_multipliers": "sim.environments",
 }
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .consolidate import DEFAULT_MERGE_THRESHOLD
-    from .economy import Books
-    from .encode import Document, LocalEncoder, demo_corpus
-    from .environments import (
-        RENT_TIERS,
-        Environment,
-        RentedStorageEnv,
-        StorageEnv,
-        VerifiableQAEnv,
-        decision_polarity,
-        rent_multipliers,
-    )
+    from .answer.clients import OllamaClient, OllamaEmbedder, OllamaError, ollama_available
+    from .answer.protocol import ProtocolAnswer, QueryProtocol
+    from .economy.config import SurvivalConfig
+    from .economy.lifecycle import advance_lifecycle, assign_credit, death_cause, is_silent
+    from .economy.merge import DEFAULT_MERGE_THRESHOLD
+    from .economy.rules import Books
     from .errors import (
         DarwinMemoError,
         EntryNotFound,
@@ -97,38 +92,37 @@ if TYPE_CHECKING:
         StoreLockedError,
         StoreNotFound,
     )
-    from .evm import DEFAULT_BASE_RPC, EvmRpc, EvmRpcError, EvmSettler
+    from .integrations.evm import DEFAULT_BASE_RPC, EvmRpc, EvmRpcError, EvmSettler
     from .ledger import Ledger, Ticket
-    from .llm import OllamaClient, OllamaEmbedder, OllamaError, ollama_available
-    from .protocol import ProtocolAnswer, QueryProtocol
-    from .reflection import ReflectionEncoder
-    from .retrieval import (
+    from .records.entry import CycleStats, EntryKind, MemoryEntry, Outcome, Task, Trajectory
+    from .retrieval.lexical import (
         EMBEDDING_MERGE_THRESHOLD,
-        EmbeddingFn,
         EmbeddingRetriever,
         HashingEmbedder,
         LexicalRetriever,
-        Retriever,
     )
-    from .store import MemoryStore
-    from .survival import (
-        SurvivalConfig,
-        SurvivalLoop,
-        SurvivalReport,
-        advance_lifecycle,
-        assign_credit,
-        death_cause,
-        is_silent,
-    )
-    from .temporal import (
+    from .retrieval.protocols import EmbeddingFn, Retriever
+    from .retrieval.temporal import (
         CONFLICT_HEADER,
         age_annotation,
         conflict_clusters,
         newest_first,
         recency_weight,
     )
-    from .testsuite_env import RentedTestSuiteEnv, TestSuiteEnv
-    from .types import CycleStats, EntryKind, MemoryEntry, Outcome, Task, Trajectory
+    from .sim.encode import Document, LocalEncoder, demo_corpus
+    from .sim.environments import (
+        RENT_TIERS,
+        Environment,
+        RentedStorageEnv,
+        StorageEnv,
+        VerifiableQAEnv,
+        decision_polarity,
+        rent_multipliers,
+    )
+    from .sim.reflection import ReflectionEncoder
+    from .sim.survival import SurvivalLoop, SurvivalReport
+    from .sim.testsuite_env import RentedTestSuiteEnv, TestSuiteEnv
+    from .store import MemoryStore
 
 del TYPE_CHECKING  # not a public name
 

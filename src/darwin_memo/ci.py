@@ -222,7 +222,7 @@ def diff_runs(
 
 def load_flips(path: str | Path) -> dict[str, list[bool]]:
     """Observation history from the sidecar; missing or malformed content reads as empty."""
-    from .jsonfile import read_json
+    from .backends.jsonfile import read_json
 
     try:
         payload = read_json(path)
@@ -273,7 +273,7 @@ def quarantined(history: Mapping[str, list[bool]], flip_threshold: int = FLAKY_F
 
 def save_flips(path: str | Path, history: Mapping[str, list[bool]]) -> None:
     """Write the sidecar atomically, keys sorted."""
-    from .jsonfile import write_json_atomic
+    from .backends.jsonfile import write_json_atomic
 
     write_json_atomic(path, {"tests": {k: list(history[k]) for k in sorted(history)}})
 

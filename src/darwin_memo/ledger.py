@@ -9,7 +9,7 @@ Entries named by an open ticket are **escrowed**: they keep paying upkeep (and
 may go negative) but cannot be buried, merged or forgotten until their verdict
 lands, so an outcome can never arrive after the execution.
 
-Every operation appends events to the journal (see ``events``) and notes to the
+Every operation appends events to the journal (see ``backends.journal``) and notes to the
 life story of each entry it touched. A ledger opened on a path with
 ``Ledger.open`` is durable: each operation is one transaction against the
 store's backend (SQLite by default, or the published JSON file format), which
@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 
 from . import collector
 from .aliases import keyword_aliases
-from .consolidate import merge_groups
-from .economy import MAX_MAGNITUDE
+from .answer.protocol import ProtocolAnswer, QueryProtocol
+from .backends.journal import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
+from .economy.config import SurvivalConfig
+from .economy.lifecycle import advance_lifecycle, assign_credit
+from .economy.rules import MAX_MAGNITUDE
 from .errors import DarwinMemoError, StoreFormatError
-from .events import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
-from .protocol import ProtocolAnswer, QueryProtocol
+from .records.entry import EntryKind, MemoryEntry, utc_now_iso
+from .retrieval.simjoin import merge_groups
 from .store import MemoryStore
-from .survival import SurvivalConfig, advance_lifecycle, assign_credit
-from .types import EntryKind, MemoryEntry, utc_now_iso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     _R = TypeVar("_R")
 
     from .backends import Backend
-    from .interfaces import Retriever
+    from .retrieval.protocols import Retriever
 
     class TicketSource(Protocol):
         """Reads a store's open tickets: all, one by id, or those whose text names an
@@ -83,7 +84,7 @@ MAX_ANSWER_CHARS = 1024 * 1024
 DEFAULT_EXPIRE_AFTER = 50
 
 
-#: The ``settle_rejected`` detail of a delta beyond ``economy.MAX_MAGNITUDE``.
+#: The ``settle_rejected`` detail of a delta beyond ``economy.rules.MAX_MAGNITUDE``.
 _BEYOND_LIMIT = f"delta beyond the limit of {MAX_MAGNITUDE:g} either way"
 
 
@@ -348,11 +349,11 @@ class Ledger:
 
         ``retriever`` is ``"lexical"``, ``"hybrid"``, ``"semantic"`` or a retriever
         object. A named choice is recorded in the store on first use, and a later open
-        without one searches with the recorded retriever (``darwin_memo.retrievers``);
+        without one searches with the recorded retriever (``darwin_memo.retrieval.named``);
         a different named choice than the recorded one raises ``RetrieverMismatch``.
         """
         from .backends import open_backend
-        from .retrievers import make_retriever, mismatch, resolve_retriever
+        from .retrieval.named import make_retriever, mismatch, resolve_retriever
 
         name, chosen = resolve_retriever(retriever)  # a bad name fails before opening
         be = open_backend(path, kind=backend, create=create, lock_timeout=lock_timeout)
@@ -1237,8 +1238,8 @@ class Ledger:
 
     def save(self, path: str | Path) -> None:
         """Write the store and the ledger block to one JSON file (atomic, locked)."""
+        from .backends.jsonfile import save_payload
         from .collector import paused
-        from .jsonfile import save_payload
 
         with paused():  # a payload is a few small containers per entry
             save_payload(path, self.to_payload())

@@ -25,7 +25,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .diagnose import (
+from .backends.journal import EventLog
+from .economy.rules import bounded
+from .ledger import Ledger, note_text
+from .records.entry import MemoryEntry
+from .sim.diagnose import (
     MIN_DEATHS,
     MIN_DECIDES,
     MIN_QUIET_TICKS,
@@ -35,10 +39,6 @@ from .diagnose import (
     STARVED_SHARE,
     Finding,
 )
-from .economy import bounded
-from .events import EventLog
-from .ledger import Ledger, note_text
-from .types import MemoryEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ JsonDict = dict[str, Any]
 def _num(value: Any) -> float:
     """A finite number from a record field, else 0.0.
 
-    Clamped to ``economy.MAX_MAGNITUDE`` either way (``bounded``): a journal may hold
+    Clamped to ``economy.rules.MAX_MAGNITUDE`` either way (``bounded``): a journal may hold
     a delta of 1e308 (written before settles were bounded, or by hand), and any
     number of clamped values sum without overflowing.
     """

@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from .backends.jsonfile import replace_file
 from .errors import DarwinMemoError, StoreNotFound
-from .jsonfile import replace_file
+from .records.entry import EntryKind, MemoryEntry
 from .store import MemoryStore
-from .types import EntryKind, MemoryEntry
 
 __all__ = [
     "BEGIN_PREFIX",

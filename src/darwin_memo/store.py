@@ -3,7 +3,7 @@
 ``MemoryStore`` is the published facade. It owns every balance: retrievers rank
 relevance and never see energy; the store breaks exact score ties by energy and
 that is all energy ever does for retrieval. Every change to a balance made
-through the store is posted to ``store.books`` (see ``economy.Books``), so
+through the store is posted to ``store.books`` (see ``economy.rules.Books``), so
 ``store.total_energy() == store.books.balance()`` after any sequence of
 operations.
 
@@ -19,20 +19,22 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from . import collector, economy, jsonfile
+from . import collector
+from .backends import jsonfile
+from .backends.files import warn_if_exposed
+from .backends.jsonfile import StoreLockedError, store_lock, write_json_atomic
+from .economy import rules as economy
 from .errors import StoreFormatError
-from .jsonfile import StoreLockedError, store_lock, write_json_atomic
-from .retrieval import LexicalRetriever, tokenize
-from .storefiles import warn_if_exposed
-from .temporal import recency_weight
-from .types import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
+from .records.entry import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
+from .retrieval.lexical import LexicalRetriever, tokenize
+from .retrieval.temporal import recency_weight
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from .interfaces import Retriever
+    from .retrieval.protocols import Retriever
 
 __all__ = [
     "MIN_UPKEEP_SCALE",

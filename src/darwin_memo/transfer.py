@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .backends import backend_kind, is_postgres_url
+from .backends.journal import EventLog, event_log_path, pack_record
+from .backends.jsonfile import write_json_atomic
 from .errors import StoreError
-from .events import EventLog, event_log_path, pack_record
-from .jsonfile import write_json_atomic
 from .ledger import Ledger
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
 
 
 def _now() -> str:
-    from .types import utc_now_iso
+    from .records.entry import utc_now_iso
 
     return utc_now_iso()
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..ledger import Changes, Ledger
-    from ..types import MemoryEntry
+    from ..records.entry import MemoryEntry
 
 __all__ = ["Backend", "Pages"]
 

@@ -32,16 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 from .. import collector
 from ..errors import StoreFormatError, StoreNotFound
-from ..events import EventLog, event_log_path
-from ..jsonfile import (
+from ..store import MemoryStore
+from .files import notice_once, warn_if_exposed
+from .journal import EventLog, event_log_path
+from .jsonfile import (
     DEFAULT_LOCK_TIMEOUT,
     read_json,
     remove_stale_temps,
     store_lock,
     write_json_atomic,
 )
-from ..store import MemoryStore
-from ..storefiles import notice_once, warn_if_exposed
 
 if TYPE_CHECKING:
     from ..ledger import Changes, Ledger
@@ -137,7 +137,7 @@ class JsonBackend:
     def _set_aside_orphan_journal(self) -> None:
         """A journal without its store (a store deleted by hand, an interrupted copy)
         must not be mistaken for the new store's history."""
-        from ..types import utc_now_iso
+        from ..records.entry import utc_now_iso
 
         for path in [
             self.journal.path,

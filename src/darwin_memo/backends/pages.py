@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..retrieval import tokenize
-from ..types import MemoryEntry
+from ..records.entry import MemoryEntry
+from ..retrieval.lexical import tokenize
 
 if TYPE_CHECKING:
     from ..store import MemoryStore

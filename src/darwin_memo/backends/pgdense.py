@@ -37,9 +37,9 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..retrieval import EmbeddingRetriever, HashingEmbedder, _cosine
-from ..temporal import recency_weight
-from ..types import EntryKind, MemoryEntry
+from ..records.entry import EntryKind, MemoryEntry
+from ..retrieval.lexical import EmbeddingRetriever, HashingEmbedder, _cosine
+from ..retrieval.temporal import recency_weight
 from .sqlstore import SqlStore
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from ..errors import (
     StoreNotFound,
     StoreUnavailableError,
 )
-from ..types import utc_now_iso
+from ..records.entry import utc_now_iso
 from . import is_postgres_url
 from .pgdense import VECTOR_MODES, DenseTable, PgStore
 from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
@@ -424,7 +424,7 @@ def _m003_energy_sums(conn: PgConnection) -> None:
 def _m005_readable_rows(conn: PgConnection) -> None:
     """SQLite's schema 16 (``migrations.m016_readable_rows``): each entry's question,
     answer and sources in columns of their own, ``data`` the rest of the entry."""
-    from ..migrations import readable_row
+    from .migrations import readable_row
 
     conn.execute(
         "ALTER TABLE entries ADD COLUMN question TEXT, ADD COLUMN answer TEXT, "

@@ -30,11 +30,11 @@ import time
 from collections.abc import Iterator
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
-from ..events import pack_record, unpack_record
-from ..jsonfile import loads
-from ..migrations import MIGRATIONS, apply_migrations, foreign_objects, schema_version
-from ..storefiles import warn_if_exposed
 from . import hold_sqlite, is_live_sqlite, release_sqlite
+from .files import warn_if_exposed
+from .journal import pack_record, unpack_record
+from .jsonfile import loads
+from .migrations import MIGRATIONS, apply_migrations, foreign_objects, schema_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

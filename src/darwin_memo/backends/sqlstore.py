@@ -33,20 +33,20 @@ from operator import itemgetter
 
 from .. import collector
 from ..errors import StoreFormatError
-from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
-from ..jsonfile import loads
-from ..retrieval import LexicalRetriever, tokenize
+from ..records.entry import ALIVE_EPSILON, EntryKind, MemoryEntry, kind_name
+from ..retrieval.index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
+from ..retrieval.lexical import LexicalRetriever, tokenize
+from ..retrieval.temporal import recency_weight
 from ..store import MemoryStore
-from ..temporal import recency_weight
-from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, kind_name
+from .jsonfile import loads
 from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..consolidate import MergeCandidates
-    from ..interfaces import Retriever
+    from ..retrieval.protocols import Retriever
+    from ..retrieval.simjoin import MergeCandidates
     from .sqlite import SqliteBackend
 
 __all__ = [
@@ -1381,7 +1381,7 @@ class SqlStore(MemoryStore):
         under it (``consolidate.SETTLED``); entries settled under another rule are
         forgotten first.
         """
-        from ..consolidate import MergeCandidates
+        from ..retrieval.simjoin import MergeCandidates
 
         self._member_rows.clear()  # rows a consolidation that did not finish read
         if not isinstance(self.conn, sqlite3.Connection):

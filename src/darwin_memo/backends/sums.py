@@ -21,7 +21,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 
-from ..types import kind_name
+from ..records.entry import kind_name
 
 __all__ = ["ONE", "EnergySums", "exact", "read_sums", "scan_sums"]
 

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.func(args)
         return result
     except DarwinMemoError as exc:  # (a message may quote a store's text: made safe)
-        from ..untrusted import for_terminal
+        from ..answer.fencing import for_terminal
 
         print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return 1
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, not a traceback, unless debugging
         if os.environ.get("DARWIN_MEMO_DEBUG"):
             raise
-        from ..untrusted import for_terminal
+        from ..answer.fencing import for_terminal
 
         print(
             f"error: unexpected {type(exc).__name__}: {for_terminal(str(exc))} "

@@ -41,8 +41,8 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_settle_ci(args: argparse.Namespace) -> int:
+    from ..answer.fencing import for_json, for_terminal
     from ..ci import EXIT_ABSTAINED, InfraFailure, settle_ci
-    from ..untrusted import for_json, for_terminal
 
     pr_body = args.pr_body if args.pr_body is not None else os.environ.get("PR_BODY", "")
     try:

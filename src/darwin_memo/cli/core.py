@@ -1,6 +1,6 @@
 """The people-facing commands: ``demo``, ``encode``, ``query``, ``stats``.
 
-Stored text reaches the terminal through ``untrusted.for_terminal`` only (an answer
+Stored text reaches the terminal through ``answer.fencing.for_terminal`` only (an answer
 keeps its line breaks, nothing else does): a store is a file people get from
 elsewhere, and its text must not drive the terminal.
 """
@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..types import EntryKind
-from ..untrusted import for_terminal as shown
+from ..answer.fencing import for_terminal as shown
+from ..records.entry import EntryKind
 from .common import (
     DEMO_SEED,
     POISON_SOURCE,
@@ -23,8 +23,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..encode import Document
-    from ..types import MemoryEntry
+    from ..records.entry import MemoryEntry
+    from ..sim.encode import Document
 
 # Kept in step with darwin_memo.llm.MODEL_SPEC_HELP (not imported: the parser stays light).
 MODEL_SPEC_HELP = "ollama:NAME[@URL], anthropic:NAME or openai:NAME@URL"
@@ -33,11 +33,13 @@ MODEL_SPEC_HELP = "ollama:NAME[@URL], anthropic:NAME or openai:NAME@URL"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..encode import LocalEncoder, demo_corpus
-    from ..environments import StorageEnv
-    from ..protocol import QueryProtocol
+    from ..answer.protocol import QueryProtocol
+    from ..economy.config import SurvivalConfig
+    from ..economy.lifecycle import death_cause
+    from ..sim.encode import LocalEncoder, demo_corpus
+    from ..sim.environments import StorageEnv
+    from ..sim.survival import SurvivalLoop
     from ..store import MemoryStore
-    from ..survival import SurvivalConfig, SurvivalLoop, death_cause
 
     if args.out:
         out = Path(args.out)
@@ -96,7 +98,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from ..encode import Document, LocalEncoder
+    from ..sim.encode import Document, LocalEncoder
     from ..store import MemoryStore
 
     docs = []
@@ -129,8 +131,8 @@ def _reflect(spec: str, docs: list[Document]) -> list[MemoryEntry]:
     """Encode with a model, progress on stderr, skipped steps reported at the end."""
     import sys
 
-    from ..llm import client_from_spec
-    from ..reflection import Progress, ReflectionEncoder
+    from ..answer.clients import client_from_spec
+    from ..sim.reflection import Progress, ReflectionEncoder
 
     def show(p: Progress) -> None:
         mark = "" if p.ok else " (skipped)"
@@ -151,13 +153,13 @@ def _reflect(spec: str, docs: list[Document]) -> list[MemoryEntry]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ..protocol import QueryProtocol
+    from ..answer.protocol import QueryProtocol
     from ..readonly import open_readonly
 
     question = query_text(args.question)
     client = None
     if args.model:
-        from ..llm import client_from_spec
+        from ..answer.clients import client_from_spec
 
         client = client_from_spec(args.model)
     # Any store: JSON, SQLite or a postgresql:// URL (named without its password).
@@ -187,7 +189,7 @@ def _journal(memory: str, ledger: Any) -> list[dict[str, Any]] | None:
     SQLite and PostgreSQL stores keep theirs in a table.
     """
     from ..backends import backend_kind
-    from ..events import event_log_path, event_log_paths
+    from ..backends.journal import event_log_path, event_log_paths
     from ..observe import ledger_events, read_events
 
     if backend_kind(memory) == "json":

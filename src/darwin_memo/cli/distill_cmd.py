@@ -27,7 +27,7 @@ def _positive_int(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments (shared with ``training/train_memory_model.py``)."""
-    from ..distill import TrainSettings
+    from ..distill.selection import TrainSettings
 
     d = TrainSettings()
     p.add_argument("store", help="store to distil (.json, SQLite or postgresql:// URL); read only")
@@ -56,9 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_distill(args: argparse.Namespace) -> int:
-    from ..distill import TrainSettings
-    from ..distill_train import distill_store
-    from ..untrusted import for_terminal
+    from ..answer.fencing import for_terminal
+    from ..distill.selection import TrainSettings
+    from ..distill.train import distill_store
 
     settings = TrainSettings(
         epochs=args.epochs,

@@ -32,8 +32,8 @@ from ..errors import (
     StoreNotFound,
     StoreUnavailableError,
 )
-from ..retrievers import RETRIEVER_NAMES
-from ..types import EntryKind
+from ..records.entry import EntryKind
+from ..retrieval.named import RETRIEVER_NAMES
 from .common import CliError, positive_float, query_text, read_text_arg
 
 TYPE_CHECKING = False
@@ -170,7 +170,7 @@ def _emit(obj: dict[str, Any]) -> None:
     # UTF-8 for the JSON parser on the other end. Show such bytes as escapes instead.
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if not text.isascii():  # stored text's C1 controls, invisible characters: escaped
-        from ..untrusted import for_json
+        from ..answer.fencing import for_json
 
         text = for_json(text)
     if sys.stdout is None:  # started with stdout closed: as if the reader went away
@@ -249,7 +249,7 @@ def _missing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _parse_delta(text: str) -> float:
-    from ..economy import MAX_MAGNITUDE
+    from ..economy.rules import MAX_MAGNITUDE
 
     try:
         value = float(text)
@@ -266,8 +266,8 @@ def _parse_delta(text: str) -> float:
 
 def run_op(args: argparse.Namespace, held: Holder | None = None) -> dict[str, Any]:
     """Run one operation as one transaction. ``held`` (``serve``) lends an open ledger."""
+    from ..answer.fencing import strip_invisible
     from ..ledger import Ledger, decide_json
-    from ..untrusted import strip_invisible
 
     op = args.op
     # Validate what we can before touching the store.
@@ -367,7 +367,7 @@ WARM_BATCH = 64
 def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
     """``set-retriever NAME``: record the new choice and embed every living entry."""
     from ..ledger import Ledger
-    from ..retrievers import make_retriever
+    from ..retrieval.named import make_retriever
     from ..store import MemoryStore
 
     retriever = make_retriever(args.name)  # without the extra: fails before opening

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .. import mcp_server
+    from ..mcp import server as mcp_server
 
     return mcp_server.main(args.rest, prog="darwin-memo mcp")
 

@@ -37,7 +37,7 @@ def _hosts(text: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..ui import serve_until_stopped
+    from ..dashboard.server import serve_until_stopped
 
     allowed = [name for group in args.allowed_host or [] for name in group]
     return serve_until_stopped(

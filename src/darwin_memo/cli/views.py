@@ -3,7 +3,7 @@
 None of them writes the store or its journal, and none creates a missing store.
 ``--json`` prints the same objects the dashboard API serves. Stored text (questions,
 sources, notes, details, finding evidence) is printed through
-``untrusted.for_terminal``: a store cloned from elsewhere cannot send the terminal
+``answer.fencing.for_terminal``: a store cloned from elsewhere cannot send the terminal
 escape sequences or rewrite a line.
 """
 
@@ -14,8 +14,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..untrusted import for_json
-from ..untrusted import for_terminal as shown
+from ..answer.fencing import for_json
+from ..answer.fencing import for_terminal as shown
 from .common import CliError, non_negative_int
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ pass an instance as ``Runner.run(agent, input, session=...)``.
 The transcript and the lessons are separate on purpose: a conversation is not a
 lesson until something measured says it paid.
 
-Transcript files are opened as files beside a store are (``darwin_memo.storefiles``):
+Transcript files are opened as files beside a store are (``darwin_memo.backends.files``):
 never through a symbolic link, regular files only, created owner-only (0600). A
 ``transcript_dir`` is often shared or checked out from elsewhere, and a
 ``SESSION.jsonl`` (or a temporary name) planted there as a link to ``~/.bashrc``
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..answer.fencing import fence
+from ..backends.files import check_beside, open_beside
 from ..ledger import Ledger
-from ..storefiles import check_beside, open_beside
-from ..untrusted import fence
 
 __all__ = ["Consultation", "DarwinMemoSession", "transcript_filename"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..types import MemoryEntry
+from ..records.entry import MemoryEntry
 
 __all__ = [
     "BUMP_TO",

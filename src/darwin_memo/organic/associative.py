@@ -25,9 +25,9 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from ..retrieval import HashingEmbedder
+from ..records.entry import MemoryEntry
+from ..retrieval.lexical import HashingEmbedder
 from ..store import MemoryStore
-from ..types import MemoryEntry
 
 __all__ = [
     "AssociativeGraph",

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..records.entry import MemoryEntry
 from ..store import MemoryStore
-from ..types import MemoryEntry
 from .activation import BUMP_TO, DECAY_FACTOR, ActivationState, surface
 from .associative import AssociativeGraph, Backend, Embedder, build_graph
 from .importance import EarnedImportance, clamp01

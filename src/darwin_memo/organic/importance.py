@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..economy import MIN_UPKEEP_SCALE, SPAWN_ENERGY
+from ..economy.rules import MIN_UPKEEP_SCALE, SPAWN_ENERGY
 from ..store import MemoryStore
 
 __all__ = [
