@@ -38,7 +38,7 @@ from typing import Any
 
 from ..errors import DarwinMemoError
 from ..records.entry import MemoryEntry
-from .lexical import EmbeddingRetriever, LexicalRetriever
+from .lexical import APPROX_SLACK, EmbeddingRetriever, LexicalRetriever
 
 __all__ = [
     "DEFAULT_HYBRID_ALPHA",
@@ -288,9 +288,51 @@ class HybridRetriever:
         return scored
 
     def search(self, query: str, k: int | None) -> list[tuple[str, float]]:
-        fused = self._blend(self.lexical.search(query, None), self.dense.search(query, None))
-        found = self._finish(fused, self.dense._row_ids, self.dense._row_of)
+        lexical = self.lexical.search(query, None)
+        dense = self.dense
+        if k is not None and self.context == 0 and dense.ann is None:
+            approx = dense.approximate(query)
+            if approx is None or isinstance(approx, list):
+                fused = self._blend(lexical, approx or [])
+            else:
+                fused = self._blend(lexical, self._dense_pool(approx, lexical, k))
+        else:
+            fused = self._blend(lexical, dense.search(query, None))
+        found = self._finish(fused, dense._row_ids, dense._row_of)
         return found if k is None else found[:k]
+
+    def _dense_pool(
+        self, approx: tuple[Any, Sequence[float], Any], lexical: list[tuple[str, float]], k: int
+    ) -> list[tuple[str, float]]:
+        """The exact dense scores of every entry that may be in the blend's top ``k``.
+
+        Each row's float32 cosine is within ``APPROX_SLACK`` of its exact one, so each
+        row's blend has a lower and an upper bound. The ``k``-th best lower bound is at
+        most the ``k``-th best blend, so a row whose upper bound is below it cannot be
+        in the top ``k``: only the others are scored exactly (a few dozen rows, against
+        every row above the similarity floor), and the top ``k`` is what scoring every
+        row gives, ties and their order included.
+        """
+        np, q, sims = approx
+        dense, alpha, slack = self.dense, self.alpha, APPROX_SLACK
+        best = max((score for _, score in lexical), default=0.0)
+        lex = np.zeros(len(sims), dtype=np.float64)
+        if best > 0:
+            row_of = dense._row_of
+            for entry_id, score in lexical:
+                row = row_of.get(entry_id)
+                if row is not None:
+                    lex[row] = score / best
+        sims = sims.astype(np.float64)
+        floor = dense.min_similarity
+        low = alpha * np.where(sims - slack >= floor, sims - slack, 0.0) + (1 - alpha) * lex
+        high = alpha * np.where(sims + slack >= floor, sims + slack, 0.0) + (1 - alpha) * lex
+        qualifying = np.nonzero((sims + slack >= floor) | (lex > 0))[0]
+        if len(qualifying) > k:
+            bound = np.partition(low[qualifying], len(qualifying) - k)[len(qualifying) - k]
+            qualifying = qualifying[high[qualifying] >= bound]
+        rows = qualifying[sims[qualifying] + slack >= floor]
+        return dense.exact(np, q, rows.tolist())
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:
         by_id = {e.id: e for e in entries}

@@ -552,6 +552,11 @@ def _cosine_normed(a: Sequence[float], na: float, b: Sequence[float], nb: float)
     return dot / (na * nb)
 
 
+#: How far a float32 cosine of unit rows may stray from the exact double-precision one
+#: (a few ulps of float32 summed over a few hundred dimensions: far below this).
+APPROX_SLACK = 1e-4
+
+
 def _exact_cosines(
     np: Any,
     q: Sequence[float],
@@ -669,55 +674,70 @@ class EmbeddingRetriever:
         Candidates come from the matrix; their scores are then recomputed exactly in
         double precision, so results equal ``rank``'s.
         """
-        try:
-            import numpy as np
-        except ImportError:  # no numpy: the exact scan
-            ranked = self.rank(query, list(self._members.values()))
-            return [(e.id, s) for e, s in ranked]
-        self._fill(np)
-        q = self._query_vector(query)
-        if q is None:
+        approx = self.approximate(query)
+        if approx is None:
             return []
-        if self._matrix is None or len(q) != self._matrix.shape[1]:
-            return [(e.id, s) for e, s in self.rank(query, list(self._members.values()))]
-        qv = np.asarray(q, dtype=np.float32)
-        qn = float(np.linalg.norm(qv))
-        if qn == 0:
-            return []
-        total = len(self._row_ids)
-        unit = qv / qn
-        slack = 1e-4  # float32 error margin; the exact pass below decides
-        if self.ann is not None and total >= self.ann.min_rows:
+        if isinstance(approx, list):  # no matrix to search: the exact scan's result
+            return approx
+        np, q, sims = approx
+        slack = APPROX_SLACK
+        if self.ann is not None and len(self._row_ids) >= self.ann.min_rows:
             # Approximate: only the rows of the nearest inverted lists are scored.
-            found, sims = self.ann.scores(np, self._matrix, total, unit)
+            unit = np.asarray(q, dtype=np.float32)
+            unit /= np.linalg.norm(unit)
+            found, sims = self.ann.scores(np, self._matrix, len(self._row_ids), unit)
             keep = np.nonzero(sims >= self.min_similarity - slack)[0]
             rows, sims = found[keep], sims[keep]
             if k is not None and len(rows) > k:
                 kth = np.partition(sims, len(rows) - k)[len(rows) - k]
                 rows = rows[sims >= kth - slack]
         else:
-            sims = self._matrix[:total] @ unit
             rows = np.nonzero(sims >= self.min_similarity - slack)[0]
             if k is not None and len(rows) > k:
                 kth = np.partition(sims[rows], len(rows) - k)[len(rows) - k]
                 rows = rows[sims[rows] >= kth - slack]
-        out: list[tuple[int, str, float]] = []
-        q_norm = _norm(q)
+        return self.exact(np, q, rows.tolist())
+
+    def approximate(self, query: str) -> Any:
+        """The query against every row: ``(numpy, query vector, float32 cosines by row)``,
+        each cosine within ``APPROX_SLACK`` of the exact one (a removed or unusable row
+        scores 0). None when the query has no usable vector (memory is silent); the
+        exact scan's ``[(id, score), ...]`` when there is no matrix to search (no numpy,
+        or vectors of another size than the query's)."""
+        try:
+            import numpy as np
+        except ImportError:  # no numpy: the exact scan
+            return [(e.id, s) for e, s in self.rank(query, list(self._members.values()))]
+        self._fill(np)
+        q = self._query_vector(query)
+        if q is None:
+            return None
+        if self._matrix is None or len(q) != self._matrix.shape[1]:
+            return [(e.id, s) for e, s in self.rank(query, list(self._members.values()))]
+        qv = np.asarray(q, dtype=np.float32)
+        qn = float(np.linalg.norm(qv))
+        if qn == 0:
+            return None
+        return np, q, self._matrix[: len(self._row_ids)] @ (qv / qn)
+
+    def exact(self, np: Any, q: Sequence[float], rows: Iterable[int]) -> list[tuple[str, float]]:
+        """The exact cosine (``rank``'s, to the last bit) of each given row's entry that
+        clears the floor, in row order (so ties rank as a scan ranks them)."""
         scored: list[tuple[int, str]] = []
-        for row in rows.tolist():
+        for row in sorted(rows):
             entry_id = self._row_ids[row]
             vec = self._vectors.get(entry_id) if entry_id is not None else None
             if entry_id is None or vec is None or len(vec) != len(q):
                 continue  # as ``_cosine_normed`` refuses it: skipped
             scored.append((row, entry_id))
-        exact = _exact_cosines(
-            np, q, q_norm, [self._vectors[i] for _, i in scored], self._norms, scored
+        sims = _exact_cosines(
+            np, q, _norm(q), [self._vectors[i] for _, i in scored], self._norms, scored
         )
-        for (row, entry_id), sim in zip(scored, exact, strict=True):
-            if sim >= self.min_similarity:
-                out.append((row, entry_id, sim))
-        out.sort()  # insertion order, so ties rank as a scan ranks them
-        return [(entry_id, sim) for _, entry_id, sim in out]
+        return [
+            (entry_id, sim)
+            for (_, entry_id), sim in zip(scored, sims, strict=True)
+            if sim >= self.min_similarity
+        ]
 
     def _embed(self, text: str) -> list[float]:
         return _usable(self.embed(text), "the embedding function")
