@@ -13,6 +13,7 @@ import importlib
 import math
 import os
 import random
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -289,6 +290,66 @@ def test_texts_split_as_str_split_does(seed: int, size: int, threshold: float) -
         texts.append("".join(parts))
     sets = [frozenset(t.split()) for t in texts]
     assert cjoin.greedy_groups(texts, threshold) == _greedy(sets, threshold)
+
+
+#: Every character ``str.split()`` splits on, as Python itself says (``str.isspace``).
+WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+def test_every_character_splits_as_str_split_splits_on_it() -> None:
+    """The join reads texts in UTF-8 and knows the whitespace by its bytes: ``x<c>y``
+    is the set {x, y} exactly for the characters ``c`` Python splits on, among all of
+    them (lone surrogates included)."""
+    cjoin = _compiled()
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if chr(c) not in "xy"]
+    texts = ["x y", *(f"x{c}y" for c in chars)]
+    expect = [0, *(i for i, c in enumerate(chars, 1) if c.isspace())]
+    assert cjoin.greedy_groups(texts, 1.0) == [expect]
+    assert len(expect) - 1 == len(WHITESPACE) >= 29  # U+0009 to U+3000
+
+
+#: Any character, lone surrogates and whitespace of every kind, and a few that repeat.
+_ANY_CHAR = st.one_of(
+    st.characters(codec=None, blacklist_categories=()),
+    st.sampled_from(["\ud800", "\udfff", "\udce9", "a", "\xe9", "\u4e2d"]),
+    st.sampled_from(WHITESPACE),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(_ANY_CHAR, min_size=1, max_size=4), min_size=1, max_size=12),
+    st.lists(st.lists(st.integers(0, 11), max_size=8), max_size=40),
+    st.lists(st.sampled_from(WHITESPACE), min_size=1, max_size=5),
+    st.floats(0.05, 1.0),
+)
+def test_any_texts_group_as_their_str_split_sets(
+    vocab: list[str], picks: list[list[int]], separators: list[str], threshold: float
+) -> None:
+    """Texts of any characters (every script and width, lone surrogates, any whitespace,
+    tokens that hold whitespace themselves) group as the sets ``str.split()`` makes of
+    them, in the pairwise definition."""
+    cjoin = _compiled()
+    texts = []
+    for k, pick in enumerate(picks):
+        words = [vocab[i % len(vocab)] for i in pick]
+        sep = separators[k % len(separators)]
+        texts.append(sep + sep.join(words) if k % 3 == 0 else sep.join(words))
+    sets = [frozenset(t.split()) for t in texts]
+    assert cjoin.greedy_groups(texts, threshold) == _greedy(sets, threshold)
+    assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold)
+
+
+def test_the_build_uses_the_stable_abi() -> None:
+    """Built by setup.py with ``py_limited_api``: one ``abi3`` build for every Python
+    from 3.10 (a build against one version's full API would be named for it)."""
+    cjoin = _compiled()
+    name = os.path.basename(str(cjoin.__file__))
+    assert name.endswith(".pyd" if sys.platform == "win32" else ".abi3.so"), name
+    source = os.path.join(os.path.dirname(str(cjoin.__file__)), "_cjoin.c")
+    if os.path.exists(source):  # an editable install: the source is beside it
+        with open(source, encoding="utf-8") as fh:
+            assert "#define Py_LIMITED_API 0x030A0000\n" in fh.read()
 
 
 def test_texts_and_sets_are_not_mixed() -> None:
