@@ -31,6 +31,15 @@ def _compiled() -> ModuleType:
     return compiled_or_skip("_cjoin")  # type: ignore[no-any-return]
 
 
+def _compiled_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of the route to the compiled join: the join built, and wanted even
+    where the suite runs under ``DARWIN_MEMO_PURE_PYTHON=1``."""
+    from darwin_memo.native import PURE_PYTHON_ENV
+
+    _compiled()
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+
+
 def _greedy(sets: list[Any], threshold: float) -> list[list[int]]:
     """The published greedy pass, pair by pair, with the pairwise scan's expression."""
     taken: set[int] = set()
@@ -166,7 +175,7 @@ def test_consolidation_compiled_and_in_python_alike(seed: int, size: int, thresh
 
 
 def test_the_environment_variable_keeps_the_join_in_python(monkeypatch: Any) -> None:
-    _compiled()
+    _compiled_wanted(monkeypatch)
     module = importlib.import_module("darwin_memo.consolidate")
     calls: list[int] = []
     original = module._jaccard_partners
@@ -243,11 +252,11 @@ def test_an_error_in_the_sink_stops_the_join() -> None:
         cjoin.greedy_groups([{"a"}], 0.5, 5)
 
 
-def test_the_stream_runs_the_join_on_a_thread_it_stops() -> None:
+def test_the_stream_runs_the_join_on_a_thread_it_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     """Groups in order from the thread; closing early stops it; its errors reach us."""
     import threading
 
-    _compiled()
+    _compiled_wanted(monkeypatch)
     from darwin_memo.consolidate import _native_stream
 
     sets = _many_sets()
@@ -373,7 +382,7 @@ def test_merge_candidates_from_texts_make_sets_when_asked() -> None:
 
 
 def test_beyond_its_size_the_join_stays_in_python(monkeypatch: Any) -> None:
-    _compiled()
+    _compiled_wanted(monkeypatch)
     module = importlib.import_module("darwin_memo.consolidate")
     monkeypatch.setattr(module, "COMPILED_JOIN_MAX", 10)
     assert module._native_stream([frozenset({"a"})] * 10, 0.5) is None
