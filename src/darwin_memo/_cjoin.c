@@ -3,8 +3,8 @@
  * greedy_groups(tokens, threshold, sink=None) -> list[list[int]] | None
  *
  * ``tokens[i]`` is candidate i's token set: an iterable of hashable tokens, or (every
- * item then) a text whose tokens are what ``str.split()`` gives, split here without
- * the GIL. Candidates come in the greedy order (energy, highest first). Each
+ * item then) a text whose tokens are what ``str.split()`` gives, split here (in UTF-8)
+ * without the GIL. Candidates come in the greedy order (energy, highest first). Each
  * candidate not yet taken is an anchor: it gathers every candidate not yet taken and
  * not an earlier anchor whose Jaccard similarity with it reaches ``threshold``
  * (``o / (|a| + |b| - o) >= threshold`` in doubles, the pairwise scan's
@@ -24,7 +24,11 @@
  * candidates and earlier anchors leave the lists as they are walked. The order of
  * tokens with equal counts does not matter: it changes which sets are compared, not
  * which pairs pass.
+ *
+ * It uses only the limited API of Python 3.10 (the stable ABI: one build, an
+ * ``abi3`` wheel, serves every later Python).
  */
+#define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -156,11 +160,12 @@ typedef struct {
     int32_t *sizes;
     int32_t *plens; /* indexed_len of each set */
     int64_t vocab;
-    /* Text mode: the token sets given as whitespace-separated text (kept alive here) */
+    /* Text mode: the token sets given as whitespace-separated text, read as UTF-8 (the
+     * texts, and the bytes of those that hold lone surrogates, kept alive here) */
     PyObject *texts_owner;
-    const void **text_data;
+    PyObject *bytes_owner;
+    const char **text_data;
     Py_ssize_t *text_len;
-    uint8_t *text_kind;
     int16_t *needs; /* CACHED_SIZES^2, 0 = not computed yet */
     /* The index: each token's blocks (one per set size, ascending), each block its
      * entries (set, position) by position; ``block_len`` is a block's live length. */
@@ -184,9 +189,9 @@ static void
 join_free(Join *j)
 {
     Py_CLEAR(j->texts_owner);
+    Py_CLEAR(j->bytes_owner);
     free(j->text_data);
     free(j->text_len);
-    free(j->text_kind);
     free(j->offsets);
     free(j->toks);
     free(j->sizes);
@@ -217,62 +222,95 @@ need_of(Join *j, int sa, int sb)
     return need_overlap(j->t, sa, sb);
 }
 
-/* Text mode, with the GIL: note where each text's characters are. 0, or -1 with an
- * exception set. */
+/* Text mode, with the GIL: note where each text's UTF-8 bytes are. ``seq`` is a tuple,
+ * kept (with the texts it holds) until the join ends. 0, or -1 with an exception set. */
 static int
 join_read_texts(Join *j, PyObject *seq)
 {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     j->n = n;
-    j->text_data = malloc(sizeof(void *) * (n + 1));
+    j->text_data = malloc(sizeof(char *) * (n + 1));
     j->text_len = malloc(sizeof(Py_ssize_t) * (n + 1));
-    j->text_kind = malloc((size_t)n + 1);
     j->offsets = big_malloc(sizeof(int64_t) * (n + 1));
     j->sizes = big_malloc(sizeof(int32_t) * (n + 1));
-    if (j->text_data == NULL || j->text_len == NULL || j->text_kind == NULL ||
-        j->offsets == NULL || j->sizes == NULL) {
+    if (j->text_data == NULL || j->text_len == NULL || j->offsets == NULL ||
+        j->sizes == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    Py_INCREF(seq);
+    j->texts_owner = seq;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *text = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *text = PyTuple_GetItem(seq, i);
+        if (text == NULL)
+            return -1;
         if (!PyUnicode_Check(text)) {
             PyErr_Format(PyExc_TypeError,
                          "tokens[%zd] is not text (the first is: every item must be)", i);
             return -1;
         }
-#if PY_VERSION_HEX < 0x030C0000
-        if (PyUnicode_READY(text) < 0)
-            return -1;
-#endif
-        j->text_data[i] = PyUnicode_DATA(text);
-        j->text_len[i] = PyUnicode_GET_LENGTH(text);
-        j->text_kind[i] = (uint8_t)PyUnicode_KIND(text);
+        Py_ssize_t len;
+        const char *data = PyUnicode_AsUTF8AndSize(text, &len);
+        if (data == NULL) {
+            /* A lone surrogate has no UTF-8: its text is read in the bytes that
+             * "surrogatepass" gives, where each character still has bytes of its own. */
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                return -1;
+            PyErr_Clear();
+            PyObject *bytes = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+            if (bytes == NULL)
+                return -1;
+            if (j->bytes_owner == NULL && (j->bytes_owner = PyList_New(0)) == NULL) {
+                Py_DECREF(bytes);
+                return -1;
+            }
+            int kept = PyList_Append(j->bytes_owner, bytes);
+            Py_DECREF(bytes);
+            char *raw;
+            if (kept < 0 || PyBytes_AsStringAndSize(bytes, &raw, &len) < 0)
+                return -1;
+            data = raw;
+        }
+        j->text_data[i] = data;
+        j->text_len[i] = len;
     }
-    Py_INCREF(seq);
-    j->texts_owner = seq;
     return 0;
 }
 
-/* A run of characters in one of the texts. */
+/* How many bytes the character at ``p`` takes when ``str.split()`` splits on it (it
+ * is whitespace: ``str.isspace``), else 0. ``p`` starts a character or sits inside
+ * one: a byte inside a character (0x80 to 0xbf) starts none of these. */
+static inline int
+space_at(const unsigned char *p, Py_ssize_t left)
+{
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20);
+    if (c == 0xc2 && left >= 2)
+        return p[1] == 0x85 || p[1] == 0xa0 ? 2 : 0; /* U+0085, U+00A0 */
+    if (left < 3 || c < 0xe1 || c > 0xe3)
+        return 0;
+    if (c == 0xe1)
+        return p[1] == 0x9a && p[2] == 0x80 ? 3 : 0; /* U+1680 */
+    if (c == 0xe3)
+        return p[1] == 0x80 && p[2] == 0x80 ? 3 : 0; /* U+3000 */
+    if (p[1] == 0x80) /* U+2000 to U+200A, U+2028, U+2029, U+202F */
+        return (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf) ? 3 : 0;
+    return p[1] == 0x81 && p[2] == 0x9f ? 3 : 0; /* U+205F */
+}
+
+/* A run of bytes (a token) in one of the texts. */
 typedef struct {
-    const void *data;
-    Py_ssize_t start;
+    const char *data;
     int32_t len;
-    int32_t kind;
     uint64_t hash;
 } Run;
 
 static int
 runs_equal(const Run *a, const Run *b)
 {
-    if (a->len != b->len || a->hash != b->hash)
-        return 0;
-    for (int32_t k = 0; k < a->len; k++)
-        if (PyUnicode_READ(a->kind, a->data, a->start + k) !=
-            PyUnicode_READ(b->kind, b->data, b->start + k))
-            return 0;
-    return 1;
+    return a->len == b->len && a->hash == b->hash &&
+           memcmp(a->data, b->data, (size_t)a->len) == 0;
 }
 
 /* Text mode, without the GIL: split each text on whitespace as ``str.split()`` does and
@@ -283,14 +321,15 @@ join_split_texts(Join *j)
     Py_ssize_t n = j->n;
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int kind = j->text_kind[i];
-        const void *data = j->text_data[i];
+        const unsigned char *data = (const unsigned char *)j->text_data[i];
+        Py_ssize_t len = j->text_len[i], k = 0;
         int inside = 0;
         j->offsets[i] = total;
-        for (Py_ssize_t k = 0; k < j->text_len[i]; k++) {
-            int space = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k));
+        while (k < len) {
+            int space = space_at(data + k, len - k);
             total += !space && !inside;
             inside = !space;
+            k += space ? space : 1;
         }
     }
     j->offsets[n] = total;
@@ -306,23 +345,23 @@ join_split_texts(Join *j)
     memset(slots, 0xff, sizeof(int32_t) * table);
     int64_t count = 0, at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int kind = j->text_kind[i];
-        const void *data = j->text_data[i];
+        const unsigned char *data = (const unsigned char *)j->text_data[i];
         Py_ssize_t len = j->text_len[i], k = 0;
         while (k < len) {
-            while (k < len && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k)))
-                k++;
+            int space;
+            while (k < len && (space = space_at(data + k, len - k)) > 0)
+                k += space;
             if (k == len)
                 break;
-            Run run = {data, k, 0, kind, 1469598103934665603ull};
-            while (k < len) {
-                Py_UCS4 ch = PyUnicode_READ(kind, data, k);
-                if (Py_UNICODE_ISSPACE(ch))
-                    break;
-                run.hash = (run.hash ^ ch) * 1099511628211ull;
+            Py_ssize_t start = k;
+            uint64_t hash = 1469598103934665603ull;
+            while (k < len && space_at(data + k, len - k) == 0) {
+                hash = (hash ^ data[k]) * 1099511628211ull;
                 k++;
             }
-            run.len = (int32_t)(k - run.start);
+            if (k - start >= INT32_MAX)
+                goto fail;
+            Run run = {(const char *)data + start, (int32_t)(k - start), hash};
             size_t slot = (size_t)(run.hash ^ (run.hash >> 29)) & (table - 1);
             while (slots[slot] >= 0 && !runs_equal(&names[slots[slot]], &run))
                 slot = (slot + 1) & (table - 1);
@@ -373,19 +412,25 @@ fail:
 static int
 join_read(Join *j, PyObject *tokens)
 {
-    PyObject *seq = PySequence_Fast(tokens, "tokens must be a sequence of token sets");
-    if (seq == NULL)
+    /* A tuple of its own: nothing can change it while the join reads it. */
+    PyObject *seq = PySequence_Tuple(tokens);
+    if (seq == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "tokens must be a sequence of token sets");
+        }
         return -1;
+    }
     PyObject *names = PyDict_New();
     int ok = -1;
     if (names == NULL)
         goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     if (n >= MAX_SETS) {
         PyErr_SetString(PyExc_OverflowError, "too many token sets (2**24 at most)");
         goto done;
     }
-    if (n > 0 && PyUnicode_Check(PySequence_Fast_GET_ITEM(seq, 0))) {
+    if (n > 0 && PyUnicode_Check(PyTuple_GetItem(seq, 0))) {
         ok = join_read_texts(j, seq); /* split later, without the GIL */
         goto done;
     }
@@ -398,7 +443,7 @@ join_read(Join *j, PyObject *tokens)
     }
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t size = PyObject_Length(PySequence_Fast_GET_ITEM(seq, i));
+        Py_ssize_t size = PyObject_Length(PyTuple_GetItem(seq, i));
         if (size < 0)
             goto done;
         j->offsets[i] = total;
@@ -411,7 +456,7 @@ join_read(Join *j, PyObject *tokens)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *item = PyTuple_GetItem(seq, i);
         if (PyUnicode_Check(item)) {
             PyErr_Format(PyExc_TypeError,
                          "tokens[%zd] is text but the first is not: give token sets or texts", i);
@@ -440,7 +485,7 @@ join_read(Join *j, PyObject *tokens)
                 goto done;
             }
             else {
-                id = (long)PyDict_GET_SIZE(names);
+                id = (long)PyDict_Size(names);
                 PyObject *value = PyLong_FromLong(id);
                 if (value == NULL || PyDict_SetItem(names, token, value) < 0) {
                     Py_XDECREF(value);
@@ -461,7 +506,7 @@ join_read(Join *j, PyObject *tokens)
             goto done;
         }
     }
-    j->vocab = PyDict_GET_SIZE(names);
+    j->vocab = PyDict_Size(names);
     if (j->vocab >= INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many distinct tokens");
         goto done;
@@ -773,14 +818,16 @@ groups_list(Join *j, Py_ssize_t from, Py_ssize_t to)
             Py_DECREF(out);
             return NULL;
         }
-        PyList_SET_ITEM(out, g - from, group);
+        if (PyList_SetItem(out, g - from, group) < 0) { /* it takes the reference */
+            Py_DECREF(out);
+            return NULL;
+        }
         for (int32_t k = start; k < end; k++) {
             PyObject *member = PyLong_FromLong(j->group_members[k]);
-            if (member == NULL) {
+            if (member == NULL || PyList_SetItem(group, k - start, member) < 0) {
                 Py_DECREF(out);
                 return NULL;
             }
-            PyList_SET_ITEM(group, k - start, member);
         }
     }
     return out;
@@ -795,7 +842,7 @@ emit(Join *j, PyObject *sink, Py_ssize_t *emitted)
     PyObject *batch = groups_list(j, *emitted, j->groups);
     if (batch == NULL)
         return -1;
-    PyObject *res = PyObject_CallOneArg(sink, batch);
+    PyObject *res = PyObject_CallFunctionObjArgs(sink, batch, NULL);
     Py_DECREF(batch);
     if (res == NULL)
         return -1;

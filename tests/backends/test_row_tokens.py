@@ -3,9 +3,7 @@
 An SQLite store leaves ``toks`` empty and reads a row's token set from its question and
 answer columns (``sqlstore.row_tokens``). It must be exactly the set the index was built
 from, ``entry_tokens``; rows an earlier schema wrote keep their ``toks`` and must be
-buried and merged from it alike. (``darwin_memo._ctext.row_tokens``, which read a
-schema-11 list row in C, is no longer used by the store; it is tested here while the
-extension keeps it.)
+buried and merged from it alike.
 """
 
 from __future__ import annotations
@@ -21,14 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_packs import check_lists, small_blocks  # noqa: F401  (a fixture)
 
-from conftest import compiled_or_skip
 from darwin_memo import MemoryEntry
 from darwin_memo.backends import sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.backends.sqlstore import SqlStore, entry_tokens, row_tokens
 from darwin_memo.errors import StoreFormatError
 from darwin_memo.ledger import Ledger
-from darwin_memo.retrieval.lexical import STOPWORDS
 
 # ASCII with what JSON escapes (quotes, backslashes, control characters), capitals,
 # stopwords and plurals; and some text that is not ASCII.
@@ -47,44 +43,6 @@ def test_a_rows_tokens_are_the_entrys_tokens(q: str, a: str) -> None:
     expect = " ".join(entry_tokens(entry))
     assert row_tokens("", entry.question + " " + entry.answer) == expect
     assert row_tokens("kept text", entry.text) == "kept text"  # a row before schema 12
-
-
-def _list_row(question: str, answer: str) -> str:
-    """A lesson's row as schema 11 held it: the list of its four values."""
-    return json.dumps([question, answer, [], "t"], ensure_ascii=False, separators=(",", ":"))
-
-
-@settings(max_examples=400, deadline=None)
-@given(_ASCII, _ASCII)
-def test_the_compiled_reader_agrees_or_declines(q: str, a: str) -> None:
-    ctext = compiled_or_skip("_ctext")
-    entry = MemoryEntry(q.strip() or "q", a, recorded_ts="t", id="e1")
-    data = _list_row(entry.question, entry.answer)
-    got = ctext.row_tokens(data, STOPWORDS)
-    plain = "\\" not in data.split('",[', 1)[0]
-    if got is None:
-        assert not plain or not data.isascii()
-    else:
-        assert got == " ".join(entry_tokens(entry))
-
-
-def test_the_compiled_reader_declines_what_it_does_not_read() -> None:
-    ctext = compiled_or_skip("_ctext")
-    lesson = '["Restart the Workers", "pin v0.36.2 (INC-1)", ["ci"], "t"]'
-    assert ctext.row_tokens(lesson, STOPWORDS) == "1 inc pin restart v0.36.2 worker"
-    for data in (
-        '{"question": "a", "answer": "b"}',  # an object row
-        '["a \\"quoted\\" word", "b", [], "t"]',  # an escape
-        '["café", "b", [], "t"]',  # not ASCII
-        '["a", 1, [], "t"]',  # not a lesson's list
-        '["a", "b"',  # cut short
-        '["a"]',
-        "",
-        "[",
-    ):
-        assert ctext.row_tokens(data, STOPWORDS) is None, data
-    with pytest.raises(TypeError, match="set"):
-        ctext.row_tokens(lesson, list(STOPWORDS))
 
 
 def test_a_row_without_a_question_is_named_damaged() -> None:

@@ -161,10 +161,7 @@ def _store_at(path: Path, version: int) -> sqlite3.Connection:
     return conn
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_m016_rewrites_every_earlier_form(
-    tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_m016_rewrites_every_earlier_form(tmp_path: Path) -> None:
     whole = MemoryEntry("q whole", "a whole", kind=EntryKind.ENTITY, sources=["s"], energy=2.0,
                         uses=2, id="e1")  # fmt: skip
     lesson = MemoryEntry("why 502? café", "restart nginx ✓", sources=["ci"], recorded_ts="t",
@@ -199,11 +196,7 @@ def test_m016_rewrites_every_earlier_form(
             "VALUES (?, ?, 0, 1.5, ?, ?, 1, 'x')",
             (rowid, entry_id, kind, data),
         )
-    if not compiled:
-        monkeypatch.setenv("DARWIN_MEMO_PURE_PYTHON", "1")
-    code = mig._RowCode()  # (compiled: in C where ``_ctext`` is built and wanted)
-    assert code.compiled is None or compiled
-    assert code.text(_coded(listed)) == listed
+    assert mig._RowCode().text(_coded(listed)) == listed
     conn.execute("BEGIN")
     mig.m016_readable_rows(conn)
     conn.execute("COMMIT")

@@ -13,6 +13,7 @@ import importlib
 import math
 import os
 import random
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -28,6 +29,15 @@ from darwin_memo import MemoryEntry, MemoryStore
 
 def _compiled() -> ModuleType:
     return compiled_or_skip("_cjoin")  # type: ignore[no-any-return]
+
+
+def _compiled_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of the route to the compiled join: the join built, and wanted even
+    where the suite runs under ``DARWIN_MEMO_PURE_PYTHON=1``."""
+    from darwin_memo.native import PURE_PYTHON_ENV
+
+    _compiled()
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
 
 
 def _greedy(sets: list[Any], threshold: float) -> list[list[int]]:
@@ -165,7 +175,7 @@ def test_consolidation_compiled_and_in_python_alike(seed: int, size: int, thresh
 
 
 def test_the_environment_variable_keeps_the_join_in_python(monkeypatch: Any) -> None:
-    _compiled()
+    _compiled_wanted(monkeypatch)
     module = importlib.import_module("darwin_memo.retrieval.simjoin")
     calls: list[int] = []
     original = module._jaccard_partners
@@ -242,11 +252,11 @@ def test_an_error_in_the_sink_stops_the_join() -> None:
         cjoin.greedy_groups([{"a"}], 0.5, 5)
 
 
-def test_the_stream_runs_the_join_on_a_thread_it_stops() -> None:
+def test_the_stream_runs_the_join_on_a_thread_it_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     """Groups in order from the thread; closing early stops it; its errors reach us."""
     import threading
 
-    _compiled()
+    _compiled_wanted(monkeypatch)
     from darwin_memo.retrieval.simjoin import _native_stream
 
     sets = _many_sets()
@@ -291,6 +301,66 @@ def test_texts_split_as_str_split_does(seed: int, size: int, threshold: float) -
     assert cjoin.greedy_groups(texts, threshold) == _greedy(sets, threshold)
 
 
+#: Every character ``str.split()`` splits on, as Python itself says (``str.isspace``).
+WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+def test_every_character_splits_as_str_split_splits_on_it() -> None:
+    """The join reads texts in UTF-8 and knows the whitespace by its bytes: ``x<c>y``
+    is the set {x, y} exactly for the characters ``c`` Python splits on, among all of
+    them (lone surrogates included)."""
+    cjoin = _compiled()
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if chr(c) not in "xy"]
+    texts = ["x y", *(f"x{c}y" for c in chars)]
+    expect = [0, *(i for i, c in enumerate(chars, 1) if c.isspace())]
+    assert cjoin.greedy_groups(texts, 1.0) == [expect]
+    assert len(expect) - 1 == len(WHITESPACE) >= 29  # U+0009 to U+3000
+
+
+#: Any character, lone surrogates and whitespace of every kind, and a few that repeat.
+_ANY_CHAR = st.one_of(
+    st.characters(codec=None, blacklist_categories=()),
+    st.sampled_from(["\ud800", "\udfff", "\udce9", "a", "\xe9", "\u4e2d"]),
+    st.sampled_from(WHITESPACE),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(_ANY_CHAR, min_size=1, max_size=4), min_size=1, max_size=12),
+    st.lists(st.lists(st.integers(0, 11), max_size=8), max_size=40),
+    st.lists(st.sampled_from(WHITESPACE), min_size=1, max_size=5),
+    st.floats(0.05, 1.0),
+)
+def test_any_texts_group_as_their_str_split_sets(
+    vocab: list[str], picks: list[list[int]], separators: list[str], threshold: float
+) -> None:
+    """Texts of any characters (every script and width, lone surrogates, any whitespace,
+    tokens that hold whitespace themselves) group as the sets ``str.split()`` makes of
+    them, in the pairwise definition."""
+    cjoin = _compiled()
+    texts = []
+    for k, pick in enumerate(picks):
+        words = [vocab[i % len(vocab)] for i in pick]
+        sep = separators[k % len(separators)]
+        texts.append(sep + sep.join(words) if k % 3 == 0 else sep.join(words))
+    sets = [frozenset(t.split()) for t in texts]
+    assert cjoin.greedy_groups(texts, threshold) == _greedy(sets, threshold)
+    assert cjoin.greedy_groups(sets, threshold) == _greedy(sets, threshold)
+
+
+def test_the_build_uses_the_stable_abi() -> None:
+    """Built by setup.py with ``py_limited_api``: one ``abi3`` build for every Python
+    from 3.10 (a build against one version's full API would be named for it)."""
+    cjoin = _compiled()
+    name = os.path.basename(str(cjoin.__file__))
+    assert name.endswith(".pyd" if sys.platform == "win32" else ".abi3.so"), name
+    source = os.path.join(os.path.dirname(str(cjoin.__file__)), "_cjoin.c")
+    if os.path.exists(source):  # an editable install: the source is beside it
+        with open(source, encoding="utf-8") as fh:
+            assert "#define Py_LIMITED_API 0x030A0000\n" in fh.read()
+
+
 def test_texts_and_sets_are_not_mixed() -> None:
     cjoin = _compiled()
     with pytest.raises(TypeError, match="text"):
@@ -312,7 +382,7 @@ def test_merge_candidates_from_texts_make_sets_when_asked() -> None:
 
 
 def test_beyond_its_size_the_join_stays_in_python(monkeypatch: Any) -> None:
-    _compiled()
+    _compiled_wanted(monkeypatch)
     module = importlib.import_module("darwin_memo.retrieval.simjoin")
     monkeypatch.setattr(module, "COMPILED_JOIN_MAX", 10)
     assert module._native_stream([frozenset({"a"})] * 10, 0.5) is None

@@ -757,8 +757,8 @@ class _RowCode:
     """Schema 15's coded rows read back: a BLOB whose first byte is 1, then the UTF-8
     bytes of the row's JSON, each as its codeword in the canonical Huffman code of
     ``_ROW_CODE_LENGTHS`` (at most 12 bits), most significant bit first, the last byte
-    filled with one bits. ``darwin_memo._ctext.decode_text`` decodes the same code in C
-    (about 60 times faster) where that build has it; this is its Python twin."""
+    filled with one bits. Only ``m016_readable_rows`` reads it, once per store (about
+    4 s a 100k store, in Python)."""
 
     def __init__(self) -> None:
         lengths = _ROW_CODE_LENGTHS
@@ -777,20 +777,11 @@ class _RowCode:
             first = codes[b] << (12 - n)
             for w in range(first, first + (1 << (12 - n))):
                 self.table[w] = (b, n)
-        self.compiled = None
-        from .. import native
-
-        module = native.compiled("_ctext")
-        if module is not None and hasattr(module, "set_text_code"):
-            module.set_text_code(lengths)
-            self.compiled = module.decode_text
 
     def text(self, blob: bytes) -> str:
         """The JSON text a coded row holds (ValueError: not one)."""
         if not blob or blob[0] != 1:
             raise ValueError("a BLOB in no row code")
-        if self.compiled is not None:
-            return str(self.compiled(blob))
         n, rem = int.from_bytes(blob[1:], "big"), 8 * (len(blob) - 1)
         out = bytearray()
         while rem:

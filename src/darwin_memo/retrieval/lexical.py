@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import repeat
 from sys import intern
 
-from .. import collector, native
+from .. import collector
 from ..records.entry import MemoryEntry
 from .index import top_candidates
 
@@ -131,7 +131,7 @@ def _stem(token: str) -> str:
 
 
 def _ascii_tokens(lowered: str) -> list[str]:
-    """``tokenize`` of a lowercased ASCII text (``darwin_memo._ctext`` makes the same in C).
+    """``tokenize`` of a lowercased ASCII text.
 
     Every run is one token (the common case, in one comprehension: ``_stem`` inline).
     """
@@ -146,11 +146,6 @@ def tokenize(text: str) -> list[str]:
     """Lowercased content tokens of ``text``, stopwords dropped, plurals lightly stemmed."""
     lowered = text.lower()
     if lowered.isascii():
-        compiled = _COMPILED.get("ascii_tokens", _UNSET)
-        if compiled is _UNSET:
-            compiled = _compiled("ascii_tokens")
-        if compiled is not None:
-            return compiled(lowered, STOPWORDS)  # type: ignore[no-any-return]
         return _ascii_tokens(lowered)
     lowered = unicodedata.normalize("NFKC", lowered).lower()
     out: list[str] = []
@@ -238,25 +233,6 @@ class LexicalRetriever:
         # paused (a token set and a few containers per entry, the store in memory).
         ids, ordinals, postings, cache = self._ids, self._ordinal, self._postings, self._tokens
         get = postings.get
-        post = _compiled("post_entries") if not cache and not postings else None
-        if post is not None:
-            # The same lists in C: tokens made once per distinct token instead of once
-            # per entry that holds it, and no token set per entry.
-            with collector.paused():
-                entries = list(pending.values())
-                first = len(ids)
-                new_ids = [entry.id for entry in entries]
-                questions = [entry.question for entry in entries]
-                answers = [entry.answer for entry in entries]
-                ids.extend(new_ids)
-                ordinals.update(zip(new_ids, range(first, first + len(new_ids)), strict=True))
-                cache.update(
-                    {i: (q, a, None) for i, q, a in zip(new_ids, questions, answers, strict=True)}
-                )
-                df: dict[str, int] = {}
-                post(questions, answers, first, STOPWORDS, tokenize, array, postings, df)
-                self._df = df
-            return
         with collector.paused():
             for entry in pending.values():
                 ordinal = len(ids)
@@ -459,19 +435,11 @@ class HashingEmbedder:
         joined = " ".join(tokenize(text))
         dims = self.dims
         lo, hi = self.ngram_range
-        unit_vector = _unit_vector()
-        if unit_vector is not None:
-            try:
-                vec = unit_vector(joined.encode("utf-8"), lo, hi, dims)
-            except UnicodeEncodeError:  # a lone surrogate: the loop below decides
-                vec = None
-            if vec is not None:
-                return vec
         return _unit(self._grams(joined, dims, lo, hi))
 
     @staticmethod
     def _grams(joined: str, dims: int, lo: int, hi: int) -> list[float]:
-        """The n-gram sums in Python (``darwin_memo._ctext`` makes the same vector in C)."""
+        """The n-gram sums: each n-gram's CRC-32 picks a dimension and a sign."""
         from zlib import crc32  # here: the lexical path and the CLI never hash n-grams
 
         vec = [0.0] * dims
@@ -495,26 +463,6 @@ class HashingEmbedder:
 def _unit(vec: list[float]) -> list[float]:
     norm = math.sqrt(sum(map(operator.mul, vec, vec)))
     return list(map(operator.truediv, vec, repeat(norm))) if norm > 0 else vec
-
-
-#: The functions of ``darwin_memo._ctext`` looked up so far (None: not built or not
-#: wanted). Looked up once per process: ``DARWIN_MEMO_PURE_PYTHON`` is read when the
-#: first text is tokenized or embedded.
-_COMPILED: dict[str, Any] = {}
-_UNSET = object()
-
-
-def _compiled(name: str) -> Any:
-    """``darwin_memo._ctext.<name>``, or None (not built, or not wanted)."""
-    if name not in _COMPILED:
-        module = native.compiled("_ctext")
-        _COMPILED[name] = None if module is None else getattr(module, name)
-    return _COMPILED[name]
-
-
-def _unit_vector() -> Callable[[bytes, int, int, int], list[float] | None] | None:
-    """``darwin_memo._ctext.unit_vector``, or None (not built, or not wanted)."""
-    return _compiled("unit_vector")  # type: ignore[no-any-return]
 
 
 def _usable(values: Sequence[float] | None, source: str) -> list[float]:
