@@ -322,3 +322,33 @@ def test_reads_reload_the_rows_only_when_the_store_moved(store_path: Path) -> No
         reads_after = len(reads)
         om.related(ids[0], 2)
         assert len(reads) == reads_after
+
+
+def test_reads_follow_other_writers_by_the_rows_they_wrote(store_path: Any) -> None:
+    ids = _store(store_path)
+    with Ledger.open(store_path) as ledger, Ledger.open(store_path) as other:
+        om = OrganicMemory.open(ledger)
+        walks: list[int] = []
+        walk = om._walk
+
+        def counted() -> None:
+            walks.append(1)
+            walk()
+
+        om._walk = counted  # type: ignore[method-assign]  # counts the real passes
+        om.recall(ids[0], k=2)
+        before = om.related(ids[0], 3)
+        assert before[0][0] == ids[1]
+        walks.clear()  # (a JSON store walked after its own recall)
+        # Another writer buries the cache twin and adds a closer one.
+        assert other.forget(ids[1]) == "buried"
+        twin = other.add("Are cache files safe to delete?", "Yes, cache/ is disposable.")
+        other.tick()
+        after = om.related(ids[0], 3)
+        assert after[0][0] == twin.id and ids[1] not in {i for i, _ in after}
+        assert ids[1] not in om.graph and om.hebbian.neighbors(ids[0]).get(ids[1]) is None
+        assert sorted(om.graph.ids) == sorted(e.id for e in ledger.store.alive())
+        # SQL stores list the rows written since (their version index): no walk.
+        # A JSON file that moved is read whole anyway, and walked.
+        sql = not str(store_path).endswith(".json")
+        assert walks == ([] if sql else [1])

@@ -38,6 +38,7 @@ __all__ = [
     "Rows",
     "apply_block",
     "apply_sql",
+    "entries_written_since",
     "organic_ops",
     "read_block",
     "read_sql",
@@ -74,6 +75,30 @@ def rows_version(backend: Any) -> object | None:
         if value is not None and value != -1:  # (-1: an SQL backend that has read nothing)
             return (name, value)
     return None
+
+
+def entries_written_since(backend: Any, since: object | None) -> list[str] | None:
+    """Ids of the entries whose rows were written after ``since`` (a past ``rows_version``).
+
+    In the store's order (an entry that joined, left or changed balance is listed;
+    the caller asks the store which are alive). ``[]`` when the store has not moved;
+    ``None`` when the backend cannot say (a JSON store, or ``since`` unknown): walk
+    the population then. An SQL store answers from its ``entries_by_version`` index,
+    so the cost follows the number of changes, not the store's size.
+    """
+    now = rows_version(backend)
+    if now is None or since is None:
+        return None
+    if now == since:
+        return []
+    if not (
+        isinstance(since, tuple) and since[0] == "_seen" and now[0] == "_seen"  # type: ignore[index]
+    ):
+        return None
+    rows = backend.conn.execute(
+        "SELECT id FROM entries WHERE version > ? ORDER BY rowid", (int(since[1]),)
+    )
+    return [str(entry_id) for (entry_id,) in rows]
 
 
 def _pair(x: str, y: str) -> tuple[str, str]:
