@@ -80,8 +80,9 @@ class EarnedImportance:
         population, and the population's largest credit (``energy - 1.0``; may be
         negative, then no credit counts). One pass over the population."""
         peak_recalls = max((n for i, n in self._recalls.items() if i in store), default=0)
-        peak_credit = max((e.energy - SPAWN_ENERGY for e in store.alive()), default=0.0)
-        return peak_recalls, peak_credit
+        # (max(energy) - 1.0 is max(energy - 1.0) exactly: rounding is monotonic)
+        peak_energy = max((e.energy for e in store.alive()), default=SPAWN_ENERGY)
+        return peak_recalls, peak_energy - SPAWN_ENERGY
 
     def scores(
         self,
@@ -99,10 +100,7 @@ class EarnedImportance:
         few ids costs no pass over the population).
         """
         peak_recalls, peak_credit = self.peaks(store) if peaks is None else peaks
-        if ids is None:
-            wanted = store.alive()
-        else:
-            wanted = [e for e in map(store.get, ids) if e is not None]
+        wanted = store.alive() if ids is None else [e for e in map(store.get, ids) if e]
         central = centrality or {}
         out: dict[str, float] = {}
         for e in wanted:
