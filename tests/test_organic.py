@@ -406,11 +406,12 @@ def test_reads_of_an_unchanged_store_make_no_pass_over_it() -> None:
     assert [i for i, _ in om.related(a, 3)] == [late.id, c, d]
     assert len(passes) == 3
     assert om.graph.ordinal(late.id) == 4 and b not in om.graph
-    # An in-memory recall changes the recall counts: the peaks once more.
+    # A recall changes the recall counts: the recall peak follows (a pass over the
+    # recalled entries), the credit peak is kept.
     om.recall(a, k=1)
+    assert dict(om.related(c, 3))[a] == pytest.approx(0.8 + 0.2 * (1 / 3))
     om.related(a, 3)
-    om.related(a, 3)
-    assert len(passes) == 4
+    assert len(passes) == 3
 
 
 def test_surface_through_organic_memory() -> None:

@@ -64,6 +64,11 @@ def _checked(value: float, name: str, upper: float | None) -> float:
     return number
 
 
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two cache keys match: the same objects, and equal values."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
 class HebbianWeights:
     """Symmetric learned link strengths in [0, 1] ("fire together, wire together")."""
 
@@ -296,23 +301,21 @@ class OrganicMemory:
     def _importance_peaks(self) -> tuple[int, float]:
         """``EarnedImportance.peaks`` of the store, recomputed only when something moved.
 
-        The credit peak is a pass over the population, so it is kept while the store
-        (its mark) and the recall counts stay as they were; a store with no mark gets
-        it computed at every read.
+        The credit peak is a pass over the population: it is kept while the store (its
+        mark) stays as it was. The recall peak is a pass over the recalled entries: it
+        is kept while the recall counts stay as they were too. A store with no mark
+        gets both computed at every read.
         """
         mark = self._synced_mark
-        key = (self.store, mark, self.earned, self.earned.changes)
-        cached = self._peaks_of
-        if (
-            mark is not None
-            and self._peaks is not None
-            and cached is not None
-            and all(a is b or a == b for a, b in zip(cached, key, strict=True))
-        ):
-            return self._peaks
-        self._peaks = self.earned.peaks(self.store)
-        self._peaks_of = key
-        return self._peaks
+        store_key = (self.store, mark)
+        recall_key = (self.earned, self.earned.changes)
+        peaks, cached = self._peaks, self._peaks_of
+        if mark is None or peaks is None or cached is None or not _same(cached[:2], store_key):
+            peaks = self.earned.peaks(self.store)
+        elif not _same(cached[2:], recall_key):
+            peaks = (self.earned.peak_recalls(self.store), peaks[1])
+        self._peaks, self._peaks_of = peaks, store_key + recall_key
+        return peaks
 
     def related(self, entry_id: str, k: int = 5) -> list[tuple[str, float]]:
         """Up to ``k`` entries by effective relatedness (the module docstring's formula)."""

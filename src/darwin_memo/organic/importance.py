@@ -75,11 +75,16 @@ class EarnedImportance:
         if self._recalls.pop(entry_id, None) is not None:
             self.changes += 1
 
+    def peak_recalls(self, store: MemoryStore) -> int:
+        """The most recalls of an entry in the store's population (0 if none): a pass
+        over the recalled entries only."""
+        return max((n for i, n in self._recalls.items() if i in store), default=0)
+
     def peaks(self, store: MemoryStore) -> tuple[int, float]:
         """The two parts' denominators: the most recalls of an entry in the store's
         population, and the population's largest credit (``energy - 1.0``; may be
         negative, then no credit counts). One pass over the population."""
-        peak_recalls = max((n for i, n in self._recalls.items() if i in store), default=0)
+        peak_recalls = self.peak_recalls(store)
         # (max(energy) - 1.0 is max(energy - 1.0) exactly: rounding is monotonic)
         peak_energy = max((e.energy for e in store.alive()), default=SPAWN_ENERGY)
         return peak_recalls, peak_energy - SPAWN_ENERGY
