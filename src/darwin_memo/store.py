@@ -16,6 +16,7 @@ is ever written.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 MIN_UPKEEP_SCALE = economy.MIN_UPKEEP_SCALE
+#: How many joins and departures ``MemoryStore.population_since`` remembers.
+MOVES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,14 @@ class MemoryStore:
         self.payload_extra: dict[str, Any] = {}
         #: Ids whose rows changed since a durable backend last wrote them.
         self.dirty: set[str] = set()
+        #: Counts the changes made through this store's methods (an entry joining or
+        #: leaving the population, a balance moving): a view of the store (the organic
+        #: layer) compares it with the value it last saw to tell whether anything moved.
+        self.version = 0
+        # (version, id) of the latest joins and departures, oldest first, and the
+        # version before which some may be forgotten (``population_since``).
+        self._moves: list[tuple[int, str]] = []
+        self._moves_floor = 0
 
     # -- population ---------------------------------------------------------
 
@@ -110,7 +121,31 @@ class MemoryStore:
             totals = self.books.totals
             totals["stake"] = totals.get("stake", 0.0) + energy
         self.dirty.add(entry_id)
+        self._moved(entry_id)
         return entry
+
+    def _moved(self, entry_id: str) -> None:
+        """Count a change: ``entry_id`` joined or left the population."""
+        self.version += 1
+        moves = self._moves
+        moves.append((self.version, entry_id))
+        if len(moves) > 2 * MOVES_KEPT:
+            self._moves_floor = moves[-MOVES_KEPT - 1][0]
+            del moves[:-MOVES_KEPT]
+
+    def population_since(self, version: int) -> list[str] | None:
+        """Ids that joined or left the population after ``version`` (a past ``self.version``).
+
+        Oldest first; an id may appear twice. ``None`` when that is further back than
+        the store remembers (its last 4,096 to 8,192 joins and departures) or not a
+        version it had: walk ``alive()`` instead. Only changes made through the
+        store's methods are counted (not an entry's attributes set directly).
+        """
+        if version < self._moves_floor or version > self.version:
+            return None
+        moves = self._moves
+        start = bisect_right(moves, version, key=lambda move: move[0])
+        return [entry_id for _, entry_id in moves[start:]]
 
     def _index(self, entry: MemoryEntry) -> None:
         index = getattr(self.retriever, "index", None)
@@ -241,6 +276,7 @@ class MemoryStore:
         entry.uses += 1
         entry.last_used_cycle = cycle
         self.dirty.add(entry_id)
+        self.version += 1
 
     def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
         """Set a living entry's balance outright, posting the difference."""
@@ -252,6 +288,7 @@ class MemoryStore:
         self.books.post(reason, energy - entry.energy)
         entry.energy = energy
         self.dirty.add(entry_id)
+        self.version += 1
 
     def charge_upkeep(
         self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
@@ -285,6 +322,7 @@ class MemoryStore:
             entry.energy = after
             charged += before - after
         self.dirty.update(population)
+        self.version += 1
         self.books.post("upkeep", -charged)
         self.last_upkeep_charged = round(charged, 6)
         buried = [self._graveyard_entry(i) for i in dead]
@@ -304,6 +342,7 @@ class MemoryStore:
         entry.energy = min(entry.energy, 0.0)
         self._graveyard[entry_id] = entry
         self.dirty.add(entry_id)
+        self._moved(entry_id)
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         """Replace ``member_ids`` by ``heir``, pooling their balances (capped).
@@ -323,6 +362,7 @@ class MemoryStore:
         self._population[heir.id] = heir
         self._index(heir)
         self.dirty.add(heir.id)
+        self._moved(heir.id)
         self.books.post("merge", pooled)
         self.books.post("cap", -clipped)
         return clipped
@@ -402,6 +442,7 @@ class MemoryStore:
             self.books.post("opening", entry.energy)
         else:
             self._graveyard[entry.id] = entry
+        self._moved(entry.id)
 
     # -- persistence --------------------------------------------------------
 

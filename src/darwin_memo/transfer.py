@@ -5,7 +5,9 @@ copy to one another in any direction.
 
 Everything moves: living entries and the graveyard (unknown fields included),
 open tickets, the tick, the damage record, every note of every life story,
-the whole journal, and top-level keys from newer versions. The destination is
+the whole journal, the organic layer's rows (links, activations and recall
+counts: SQL tables or the JSON ``"organic"`` block, ``backends.organic_rows``),
+and top-level keys from newer versions. The destination is
 built beside its final path and renamed into place, so an interrupted migrate
 leaves either no destination or a complete one, and never touches the source.
 """
@@ -28,6 +30,8 @@ from .ledger import Ledger
 if TYPE_CHECKING:
     import sqlite3
 
+    from .backends.organic_rows import Rows
+
 __all__ = ["copy_store"]
 
 
@@ -39,6 +43,15 @@ def _notes(ledger: Ledger) -> dict[str, list[Any]]:
         assert isinstance(backend, SqliteBackend)
         return backend.all_history()
     return ledger._kept_history()
+
+
+def _organic(ledger: Ledger) -> Rows:
+    """The organic layer's rows of the source (none where its backend keeps none)."""
+    reader = getattr(ledger.backend, "organic_rows", None)
+    if reader is None:
+        return {}, {}
+    rows: Rows = reader(ledger)
+    return rows
 
 
 def _same_store(src: str | Path, dest: str | Path) -> bool:
@@ -63,17 +76,18 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
                 {"event": "snapshot", "tick": source.tick_count, "ts": _now(), **source.snapshot()}
             )
         notes = _notes(source)
+        organic = _organic(source)
         if to_postgres:
             kind = "postgres"
-            shown = _write_postgres(source, str(dest), notes, events, overwrite=overwrite)
+            shown = _write_postgres(source, str(dest), notes, events, organic, overwrite=overwrite)
         else:
             kind = backend_kind(dest_path) if dest_path.suffix else "sqlite"
             shown = str(dest_path)
             dest_path.parent.mkdir(parents=True, exist_ok=True)
             if kind == "json":
-                _write_json(source, dest_path, notes, events)
+                _write_json(source, dest_path, notes, events, organic)
             else:
-                _write_sqlite(source, dest_path, notes, events)
+                _write_sqlite(source, dest_path, notes, events, organic)
         backend = source.backend
         return {
             "source": str(backend.path) if backend is not None else str(src),
@@ -84,6 +98,8 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
             "pending": len(source._pending),
             "events": len(events),
             "notes": sum(len(v) for v in notes.values()),
+            "organic_links": len(organic[0]),
+            "organic_entries": len(organic[1]),
         }
     finally:
         source.close()
@@ -96,11 +112,19 @@ def _now() -> str:
 
 
 def _write_json(
-    source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
+    source: Ledger,
+    dest: Path,
+    notes: dict[str, list[Any]],
+    events: list[dict[str, Any]],
+    organic: Rows,
 ) -> None:
     from .backends.jsonstore import JOURNAL_MARK
+    from .backends.organic_rows import BLOCK_KEY, block_of
 
     payload = source.to_payload()
+    payload.pop(BLOCK_KEY, None)
+    if organic[0] or organic[1]:  # as a JSON store holds them: no block until a recall
+        payload[BLOCK_KEY] = block_of(organic)
     payload["ledger"]["history"] = notes
     payload["ledger"]["journal"] = JOURNAL_MARK
     payload["ledger"].pop("journal_txn", None)
@@ -121,7 +145,11 @@ def _write_json(
 
 
 def _write_sqlite(
-    source: Ledger, dest: Path, notes: dict[str, list[Any]], events: list[dict[str, Any]]
+    source: Ledger,
+    dest: Path,
+    notes: dict[str, list[Any]],
+    events: list[dict[str, Any]],
+    organic: Rows,
 ) -> None:
     from .backends.sqlite import SqliteBackend
 
@@ -130,7 +158,7 @@ def _write_sqlite(
     try:
         conn = backend.conn
         with backend._immediate():
-            _fill(backend.conn, source, notes, events)
+            _fill(backend.conn, source, notes, events, organic)
         # Rebuilt page by page, the tables' pages are full: the vocabulary and the id
         # index, written key by key, kept a tenth of theirs empty (a 10k store: 4.65 ->
         # 4.52 MB). SQLite may renumber the rows of a table without an INTEGER PRIMARY
@@ -159,8 +187,10 @@ def _fill(
     source: Ledger,
     notes: dict[str, list[Any]],
     events: list[dict[str, Any]],
+    organic: Rows,
 ) -> None:
     """Write ``source`` into an empty SQL store (SQLite, or PostgreSQL's translation)."""
+    from .backends.organic_rows import BLOCK_KEY, write_sql
     from .backends.sqlite import _dumps
     from .backends.sqlstore import write_entries_bulk
 
@@ -186,7 +216,8 @@ def _fill(
         "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
         [(str(e.get("event")), e.get("tick"), e.get("ts"), _dumps(pack_record(e))) for e in events],
     )
-    extra = {k: v for k, v in store.payload_extra.items() if k != "ledger"}
+    # (a JSON store's organic block becomes the organic tables' rows)
+    extra = {k: v for k, v in store.payload_extra.items() if k not in ("ledger", BLOCK_KEY)}
     state = store.retriever.dump_state()
     if state:
         extra["retriever"] = state
@@ -200,6 +231,7 @@ def _fill(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
         [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()],
     )
+    write_sql(conn, organic)
 
 
 def _write_postgres(
@@ -207,6 +239,7 @@ def _write_postgres(
     url: str,
     notes: dict[str, list[Any]],
     events: list[dict[str, Any]],
+    organic: Rows,
     *,
     overwrite: bool,
 ) -> str:
@@ -226,7 +259,7 @@ def _write_postgres(
             backend.close()
             backend = PostgresBackend(url, create=True)
         with backend._immediate():
-            _fill(backend.conn, source, notes, events)
+            _fill(backend.conn, source, notes, events, organic)
             backend.reset_sequences()
         # The planner's statistics, for this store's tables only (the database may hold
         # other stores): until autovacuum came by, a store loaded in one transaction was

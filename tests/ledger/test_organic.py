@@ -341,6 +341,79 @@ def test_sync_follows_deaths_and_births() -> None:
     assert om.graph.ordinal(late.id) == 3
 
 
+def test_population_since_lists_joins_and_departures_only() -> None:
+    store = make_store("x", "y")
+    a, b = ids_of(store)
+    start = store.version
+    assert store.population_since(start) == []
+    store.credit(a, 0.5, cycle=1)  # a balance moved: counted, but nobody joined or left
+    assert store.version > start and store.population_since(start) == []
+    late = store.add(MemoryEntry("z", "answer", id="0late"))
+    store.bury(b)
+    heir = MemoryEntry("x2", "answer", id="0heir")
+    store.merge_into(heir, [a, late.id])
+    assert store.population_since(start) == [late.id, b, a, late.id, heir.id]
+    assert store.population_since(store.version) == []
+    assert store.population_since(store.version + 1) is None  # not a version it had
+
+
+def test_population_since_forgets_far_back_and_sync_then_walks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import darwin_memo.store as store_module
+
+    monkeypatch.setattr(store_module, "MOVES_KEPT", 2)
+    store = make_store("x", "y")
+    om = organic(store)
+    start = store.version
+    added = [store.add(MemoryEntry(q, "answer", id=f"0{q}")) for q in ("z", "diag", "mostly_x")]
+    store.bury(added[1].id)
+    store.bury(ids_of(store)[0])
+    assert len(store.population_since(store.version - 2) or []) == 2
+    assert store.population_since(start) is None  # more changes than it keeps
+    living = ids_of(store)
+    assert om.related(living[0], 10) == build_graph(store, table_embedder()).related(  # type: ignore[arg-type]
+        living[0], 10
+    )
+    assert sorted(om.graph.ids) == sorted(living)
+
+
+def test_reads_of_an_unchanged_store_make_no_pass_over_it() -> None:
+    store = make_store("x", "x2", "mostly_x", "y")
+    a, b, c, d = ids_of(store)
+    passes: list[int] = []
+    alive = store.alive
+
+    def counted() -> list[MemoryEntry]:
+        passes.append(1)
+        return alive()
+
+    store.alive = counted  # type: ignore[method-assign]  # counts the real passes
+    om = organic(store)
+    passes.clear()
+    first = om.related(a, 3)
+    for _ in range(5):
+        assert om.related(a, 3) == first
+        om.importance(b)
+    assert len(passes) == 1  # the importance peaks, once; the population, never
+    # A balance moved through the store: the credit peak follows it (one pass).
+    store.set_energy(c, 3.0)
+    assert om.related(a, 3)[1] == (c, pytest.approx(0.8 + 0.2 * (1 / 3)))
+    assert len(passes) == 2
+    # Births and deaths are followed without a walk; only the peaks are recomputed.
+    store.bury(b)
+    late = store.add(MemoryEntry("x2", "answer", id="0late"))
+    assert [i for i, _ in om.related(a, 3)] == [late.id, c, d]
+    assert len(passes) == 3
+    assert om.graph.ordinal(late.id) == 4 and b not in om.graph
+    # A recall changes the recall counts: the recall peak follows (a pass over the
+    # recalled entries), the credit peak is kept.
+    om.recall(a, k=1)
+    assert dict(om.related(c, 3))[a] == pytest.approx(0.8 + 0.2 * (1 / 3))
+    om.related(a, 3)
+    assert len(passes) == 3
+
+
 def test_surface_through_organic_memory() -> None:
     store = make_store("x", "y")
     a, b = ids_of(store)

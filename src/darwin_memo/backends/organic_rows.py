@@ -38,10 +38,13 @@ __all__ = [
     "Rows",
     "apply_block",
     "apply_sql",
+    "block_of",
+    "entries_written_since",
     "organic_ops",
     "read_block",
     "read_sql",
     "rows_version",
+    "write_sql",
 ]
 
 #: Links are scaled by this at each tick (``dynamics.HEBB_DECAY``).
@@ -74,6 +77,30 @@ def rows_version(backend: Any) -> object | None:
         if value is not None and value != -1:  # (-1: an SQL backend that has read nothing)
             return (name, value)
     return None
+
+
+def entries_written_since(backend: Any, since: object | None) -> list[str] | None:
+    """Ids of the entries whose rows were written after ``since`` (a past ``rows_version``).
+
+    In the store's order (an entry that joined, left or changed balance is listed;
+    the caller asks the store which are alive). ``[]`` when the store has not moved;
+    ``None`` when the backend cannot say (a JSON store, or ``since`` unknown): walk
+    the population then. An SQL store answers from its ``entries_by_version`` index,
+    so the cost follows the number of changes, not the store's size.
+    """
+    now = rows_version(backend)
+    if now is None or since is None:
+        return None
+    if now == since:
+        return []
+    if not (
+        isinstance(since, tuple) and since[0] == "_seen" and now[0] == "_seen"  # type: ignore[index]
+    ):
+        return None
+    rows = backend.conn.execute(
+        "SELECT id FROM entries WHERE version > ? ORDER BY rowid", (int(since[1]),)
+    )
+    return [str(entry_id) for (entry_id,) in rows]
 
 
 def _pair(x: str, y: str) -> tuple[str, str]:
@@ -208,8 +235,13 @@ def apply_block(extra: dict[str, Any], events: Iterable[dict[str, Any]]) -> None
         return
     rows = read_block(extra.get(BLOCK_KEY))
     _apply(rows, ops)
+    extra[BLOCK_KEY] = block_of(rows)
+
+
+def block_of(rows: Rows) -> dict[str, Any]:
+    """The ``"organic"`` block that holds ``rows`` (links and entries sorted by id)."""
     links, state = rows
-    extra[BLOCK_KEY] = {
+    return {
         "links": [[a, b, w] for (a, b), w in sorted(links.items())],
         "entries": {entry: [recalls, act] for entry, (recalls, act) in sorted(state.items())},
     }
@@ -330,6 +362,23 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = F
                     (heir, sum(r for r, _ in held), max(a for _, a in held)),
                 )
             _forget_sql(conn, [m for m in members if m != heir])
+
+
+def write_sql(conn: Any, rows: Rows) -> None:
+    """Write ``rows`` into an SQL store's empty organic tables (a copy: ``migrate``).
+
+    SQLite or PostgreSQL (its connection takes SQLite's statements); inside the
+    caller's transaction.
+    """
+    links, state = rows
+    conn.executemany(
+        "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, ?)",
+        [(*_pair(a, b), w) for (a, b), w in sorted(links.items()) if a != b],
+    )
+    conn.executemany(
+        "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, ?, ?)",
+        [(entry, recalls, act) for entry, (recalls, act) in sorted(state.items())],
+    )
 
 
 def _forget_sql(conn: Any, gone: Sequence[str]) -> None:

@@ -64,6 +64,11 @@ def _checked(value: float, name: str, upper: float | None) -> float:
     return number
 
 
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two cache keys match: the same objects, and equal values."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
 class HebbianWeights:
     """Symmetric learned link strengths in [0, 1] ("fire together, wire together")."""
 
@@ -135,6 +140,14 @@ class OrganicMemory:
         self.ledger: Ledger | None = None
         # The store version whose rows ``_load`` last read (None: not read yet).
         self._rows_version: object | None = None
+        # The store ``sync`` last followed and its mark then (``_mark``): a read of a
+        # store that has not moved since costs no pass over the population.
+        self._synced_store: MemoryStore | None = store
+        self._synced_mark: object | None = self._mark()
+        # The importance peaks (``EarnedImportance.peaks``) and what they were computed
+        # from: (store, mark, recall counts, their change count), kept while none moves.
+        self._peaks: tuple[int, float] | None = None
+        self._peaks_of: tuple[object, ...] | None = None
 
     @classmethod
     def open(
@@ -158,6 +171,7 @@ class OrganicMemory:
         ledger.refresh()
         om = cls(ledger.store, embedder, backend)
         om.ledger = ledger
+        om._synced_mark = om._mark()  # the graph was built from the store as of this mark
         om._load()
         return om
 
@@ -196,23 +210,112 @@ class OrganicMemory:
     def sync(self) -> None:
         """Align the graph with the store's population; forget what died.
 
-        A persisted layer (``open``) first sees what other processes wrote.
+        A persisted layer (``open``) first sees what other processes wrote. The cost
+        follows what changed since the last ``sync``, not the store's size: nothing
+        when the store has not moved, the entries that joined or left when the store
+        can list them (``MemoryStore.population_since``; an SQL store's rows written
+        since, ``organic_rows.entries_written_since``), and one pass over the
+        population only when it cannot (a JSON store that moved, a store followed
+        through a backend without ``open``, or more changes than the store remembers).
         """
         if self.ledger is not None and not self.ledger._in_op():
             self.ledger.refresh()
             self._load()
+        store = self.store
+        mark = self._mark()
+        if store is self._synced_store and mark is not None and mark == self._synced_mark:
+            return
+        changed = self._changed_since(store, self._synced_mark, mark)
+        if changed is None:
+            self._walk()
+        else:
+            self._follow(changed)
+        self._synced_store, self._synced_mark = store, mark
+
+    def _mark(self) -> object | None:
+        """A value that moves whenever the store may have changed (None: no such value).
+
+        A persisted layer's store: the backend's version (``organic_rows.rows_version``).
+        An in-memory store: its ``version``. A store kept by a backend but followed
+        without ``open`` has none (other processes change it unseen).
+        """
+        if self.ledger is not None:
+            from ..backends.organic_rows import rows_version
+
+            return rows_version(self.ledger.backend)
+        if getattr(self.store, "backend", None) is not None:
+            return None
+        version = getattr(self.store, "version", None)
+        return version if isinstance(version, int) else None
+
+    def _changed_since(
+        self, store: MemoryStore, since: object | None, mark: object | None
+    ) -> list[str] | None:
+        """Ids that may have joined or left ``store`` since ``since``; None: walk it."""
+        if store is not self._synced_store or since is None or mark is None:
+            return None
+        if self.ledger is not None:
+            from ..backends.organic_rows import entries_written_since
+
+            return entries_written_since(self.ledger.backend, since)
+        assert isinstance(since, int)
+        return store.population_since(since)
+
+    def _follow(self, changed: list[str]) -> None:
+        """Apply joins and departures: each id is looked up in the store once."""
+        graph, store = self.graph, self.store
+        born: list[MemoryEntry] = []
+        seen: set[str] = set()
+        for entry_id in changed:
+            if entry_id in seen:
+                continue
+            seen.add(entry_id)
+            entry = store.get(entry_id)
+            if entry is None:
+                if entry_id in graph:
+                    self._forget(entry_id)
+            elif entry_id not in graph:
+                born.append(entry)
+        if born:
+            graph.add_many(born)
+
+    def _walk(self) -> None:
+        """Align with the whole population (one pass over it)."""
         living = self.store.alive()
         graph = self.graph
         born = [e for e in living if e.id not in graph]
         if len(graph) + len(born) != len(living):  # some entry in the graph died
             alive_ids = {e.id for e in living}
             for gone in graph.ids - alive_ids:
-                graph.remove(gone)
-                self.state.forget(gone)
-                self.hebbian.forget(gone)
-                self.earned.forget(gone)
+                self._forget(gone)
         if born:
             graph.add_many(born)
+
+    def _forget(self, entry_id: str) -> None:
+        """An entry died: it leaves the graph with its activation, links and recalls."""
+        self.graph.remove(entry_id)
+        self.state.forget(entry_id)
+        self.hebbian.forget(entry_id)
+        self.earned.forget(entry_id)
+
+    def _importance_peaks(self) -> tuple[int, float]:
+        """``EarnedImportance.peaks`` of the store, recomputed only when something moved.
+
+        The credit peak is a pass over the population: it is kept while the store (its
+        mark) stays as it was. The recall peak is a pass over the recalled entries: it
+        is kept while the recall counts stay as they were too. A store with no mark
+        gets both computed at every read.
+        """
+        mark = self._synced_mark
+        store_key = (self.store, mark)
+        recall_key = (self.earned, self.earned.changes)
+        peaks, cached = self._peaks, self._peaks_of
+        if mark is None or peaks is None or cached is None or not _same(cached[:2], store_key):
+            peaks = self.earned.peaks(self.store)
+        elif not _same(cached[2:], recall_key):
+            peaks = (self.earned.peak_recalls(self.store), peaks[1])
+        self._peaks, self._peaks_of = peaks, store_key + recall_key
+        return peaks
 
     def related(self, entry_id: str, k: int = 5) -> list[tuple[str, float]]:
         """Up to ``k`` entries by effective relatedness (the module docstring's formula)."""
@@ -228,7 +331,7 @@ class OrganicMemory:
         for other in self.hebbian.neighbors(entry_id):
             if other not in cosines and other in graph:
                 cosines[other] = 0.0
-        importance = self.earned.scores(self.store, ids=cosines)
+        importance = self.earned.scores(self.store, ids=cosines, peaks=self._importance_peaks())
         scored = [
             (
                 other,
@@ -271,7 +374,10 @@ class OrganicMemory:
             return 0.0
         if centrality is None:
             centrality = {entry_id: self._centrality_of(entry_id, CENTRALITY_K)}
-        return self.earned.scores(self.store, centrality).get(entry_id, 0.0)
+        scores = self.earned.scores(
+            self.store, centrality, ids=[entry_id], peaks=self._importance_peaks()
+        )
+        return scores.get(entry_id, 0.0)
 
     def upkeep_scale(self) -> dict[str, float]:
         """Per-entry upkeep multipliers, for ``store.charge_upkeep(scale=...)``.

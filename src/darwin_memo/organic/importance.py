@@ -50,10 +50,13 @@ class EarnedImportance:
 
     def __init__(self) -> None:
         self._recalls: dict[str, int] = {}
+        #: How many times the recall counts changed (a cache of ``peaks`` compares it).
+        self.changes = 0
 
     def record_recall(self, entry_id: str) -> None:
         """Count one recall of ``entry_id``."""
         self._recalls[entry_id] = self._recalls.get(entry_id, 0) + 1
+        self.changes += 1
 
     def set_recalls(self, entry_id: str, count: int) -> None:
         """Set ``entry_id``'s recall count (a persisted layer loading the store's)."""
@@ -61,6 +64,7 @@ class EarnedImportance:
             self._recalls[entry_id] = int(count)
         else:
             self._recalls.pop(entry_id, None)
+        self.changes += 1
 
     def recalls(self, entry_id: str) -> int:
         """How many recalls of ``entry_id`` were counted (0 if none)."""
@@ -68,7 +72,22 @@ class EarnedImportance:
 
     def forget(self, entry_id: str) -> None:
         """Drop an entry's recall count (its entry died)."""
-        self._recalls.pop(entry_id, None)
+        if self._recalls.pop(entry_id, None) is not None:
+            self.changes += 1
+
+    def peak_recalls(self, store: MemoryStore) -> int:
+        """The most recalls of an entry in the store's population (0 if none): a pass
+        over the recalled entries only."""
+        return max((n for i, n in self._recalls.items() if i in store), default=0)
+
+    def peaks(self, store: MemoryStore) -> tuple[int, float]:
+        """The two parts' denominators: the most recalls of an entry in the store's
+        population, and the population's largest credit (``energy - 1.0``; may be
+        negative, then no credit counts). One pass over the population."""
+        peak_recalls = self.peak_recalls(store)
+        # (max(energy) - 1.0 is max(energy - 1.0) exactly: rounding is monotonic)
+        peak_energy = max((e.energy for e in store.alive()), default=SPAWN_ENERGY)
+        return peak_recalls, peak_energy - SPAWN_ENERGY
 
     def scores(
         self,
@@ -76,16 +95,17 @@ class EarnedImportance:
         centrality: Mapping[str, float] | None = None,
         *,
         ids: Iterable[str] | None = None,
+        peaks: tuple[int, float] | None = None,
     ) -> dict[str, float]:
         """Importance in [0, 1] of every entry in the store's population.
 
         ``ids``: only these entries (those alive), with the same peaks; a read of one
-        entry's neighbours needs a few scores, not the population's.
+        entry's neighbours needs a few scores, not the population's. ``peaks``: what
+        ``self.peaks(store)`` returns now, when the caller kept it (then a read of a
+        few ids costs no pass over the population).
         """
-        living = store.alive()
-        peak_recalls = max((n for i, n in self._recalls.items() if i in store), default=0)
-        peak_credit = max((e.energy - SPAWN_ENERGY for e in living), default=0.0)
-        wanted = living if ids is None else [e for e in map(store.get, ids) if e is not None]
+        peak_recalls, peak_credit = self.peaks(store) if peaks is None else peaks
+        wanted = store.alive() if ids is None else [e for e in map(store.get, ids) if e]
         central = centrality or {}
         out: dict[str, float] = {}
         for e in wanted:
