@@ -15,11 +15,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import StoreFormatError
+from ..records.ticket import Ticket
+
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ..interfaces import Retriever
-    from ..ledger import Changes, Ticket, TicketSource
+    from ..records.ticket import Changes, TicketSource
     from ..types import MemoryEntry
 
 __all__ = ["Backend", "Loaded", "Pages", "PickRetriever", "Refreshed", "View"]
@@ -54,9 +57,6 @@ class Loaded:
     def from_block(cls, store: Any, block: Any, **more: Any) -> Loaded:
         """The state a published ``ledger`` block holds; malformed parts fall back to
         defaults, as the published package reads them."""
-        from ..errors import StoreFormatError
-        from ..ledger import Ticket
-
         if not isinstance(block, dict):
             block = {}
         tick = block.get("tick_count", 0)

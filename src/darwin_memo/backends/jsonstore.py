@@ -45,7 +45,7 @@ from ..storefiles import notice_once, warn_if_exposed
 from .interface import Loaded, PickRetriever, View
 
 if TYPE_CHECKING:
-    from ..ledger import Changes
+    from ..records.ticket import Changes
 
 __all__ = ["JOURNAL_MARK", "JsonBackend"]
 

@@ -51,7 +51,7 @@ from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
 from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
-    from ..ledger import Changes
+    from ..records.ticket import Changes
 
 __all__ = [
     "DEFAULT_STORE",

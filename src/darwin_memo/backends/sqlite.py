@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..ledger import Changes, Ticket
+    from ..records.ticket import Changes, Ticket
     from .sqlstore import SqlStore
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "STATEMENT_DEADLINE", "SqliteBackend"]
@@ -304,7 +304,7 @@ class SqliteBackend:
         return meta
 
     def _ticket(self, data: str) -> Ticket:
-        from ..ledger import Ticket
+        from ..records.ticket import Ticket
 
         try:
             return Ticket.from_dict(loads(data))
