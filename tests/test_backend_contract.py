@@ -337,6 +337,49 @@ def test_a_file_that_is_no_store_is_a_store_format_error(location: str) -> None:
         Ledger.open(location)
 
 
+# -- the population is a protocol ---------------------------------------------------------
+
+
+def _protocol_members() -> list[str]:
+    from darwin_memo.backends.interface import Population
+
+    return sorted(
+        name
+        for name in [*vars(Population), *Population.__annotations__]
+        if not name.startswith("_") or name in ("__len__", "__contains__")
+    )
+
+
+def test_both_populations_implement_the_protocol_without_inheriting() -> None:
+    import inspect
+
+    from darwin_memo.backends.sqlstore import SqlStore
+
+    assert not issubclass(SqlStore, MemoryStore) and not issubclass(MemoryStore, SqlStore)
+    members = _protocol_members()
+    assert {"alive", "retrieve", "charge_upkeep", "merge_into", "books"} <= set(members)
+    for name in members:
+        mine = getattr(MemoryStore, name, None)
+        theirs = getattr(SqlStore, name, None)
+        if callable(mine) or callable(theirs):
+            assert inspect.signature(mine) == inspect.signature(theirs), name  # type: ignore[arg-type]
+    # The published JSON persistence stays with the in-memory population.
+    assert not hasattr(SqlStore, "save") and not hasattr(SqlStore, "from_payload")
+
+
+@_durable(ALL)
+def test_a_ledger_holds_a_population(opener: Callable[[], Ledger], location: str) -> None:
+    ledger = opener()
+    entry = ledger.add(CACHE_Q, CACHE_A)
+    store = ledger.store
+    for name in _protocol_members():
+        assert hasattr(store, name), name
+    if _kind(location) == "json" or ledger.backend is None:
+        assert type(store) is MemoryStore  # published: a JSON ledger's store
+    assert [e.id for e, _ in store.retrieve(CACHE_Q)] == [entry.id]
+    assert store.total_energy() == pytest.approx(store.books.balance())
+
+
 # -- the seam is honest: read from the sources ----------------------------------------
 
 #: Names a backend's code might give a ledger.

@@ -27,6 +27,7 @@ import math
 from _thread import RLock, get_ident
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from . import collector
 from .aliases import keyword_aliases
@@ -322,8 +323,11 @@ class Ledger:
 
     def _apply_loaded(self, loaded: Loaded) -> None:
         """Adopt a whole view a backend read."""
-        self.store = loaded.store
-        self.protocol.store = loaded.store
+        # Any ``Population``: the library's functions are annotated with the published
+        # facade, ``MemoryStore``, which an SQL population implements without being one.
+        store = cast("MemoryStore", loaded.store)
+        self.store = store
+        self.protocol.store = store
         self.tick_count = loaded.tick_count
         self.damaged = loaded.damaged
         self._set_pending(loaded.tickets)

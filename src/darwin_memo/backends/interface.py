@@ -10,7 +10,7 @@ attributes. It hands the ledger what it read (``Loaded``, a whole view, or
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,11 +21,12 @@ from ..records.ticket import Ticket
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..economy import Books
     from ..interfaces import Retriever
     from ..records.ticket import Changes, TicketSource
-    from ..types import MemoryEntry
+    from ..types import EntryKind, MemoryEntry
 
-__all__ = ["Backend", "Loaded", "Pages", "PickRetriever", "Refreshed", "View"]
+__all__ = ["Backend", "Loaded", "Pages", "PickRetriever", "Population", "Refreshed", "View"]
 
 #: Given the retriever name a store recorded (None: it recorded none), the retriever
 #: to index the population with (None: the lexical default). It may raise, refusing a
@@ -38,7 +39,7 @@ class Loaded:
     """A store's whole state as a backend read it, for the ledger to adopt."""
 
     #: The population (a ``MemoryStore``, or a backend's SQL population).
-    store: Any
+    store: Population
     tick_count: int = 0
     #: The open tickets, or a ``TicketSource`` that reads them when first needed.
     tickets: Iterable[Ticket] | TicketSource = ()
@@ -146,6 +147,98 @@ class Backend(Protocol):
     def events(self) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
+
+
+class Population(Protocol):
+    """What the ledger, the query protocol and the front ends ask of a population:
+    the living entries and the graveyard, their balances, and retrieval.
+
+    ``store.MemoryStore`` holds every entry in memory; ``sqlstore.SqlStore`` reads
+    its entries from the database as they are asked for. Neither inherits from the
+    other (their shared bookkeeping is ``population.HeldEntries``). What only some
+    populations can do is asked for by name (``getattr``): ``heir_of``,
+    ``merge_candidates``, ``token_sets``, ``merge_batches``, ``exact_balances``,
+    ``sums_problems``, ``index_problems``, ``trim_cache``.
+    """
+
+    max_energy: float
+    upkeep: float
+    retriever: Retriever
+    books: Books
+    last_upkeep_charged: float
+    #: Top-level keys of the published document the population does not own.
+    payload_extra: dict[str, Any]
+    #: Ids of entries changed since a durable backend last wrote them.
+    dirty: set[str]
+
+    def add(self, entry: MemoryEntry) -> MemoryEntry: ...
+
+    def get(self, entry_id: str) -> MemoryEntry | None: ...
+
+    def get_dead(self, entry_id: str) -> MemoryEntry | None: ...
+
+    def alive(self) -> list[MemoryEntry]: ...
+
+    def graveyard(self) -> list[MemoryEntry]: ...
+
+    def dead_count(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, entry_id: object) -> bool: ...
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        half_life: float | None = None,
+        now_cycle: int | None = None,
+        kind: EntryKind | str | None = None,
+        source: str | None = None,
+    ) -> list[tuple[MemoryEntry, float]]: ...
+
+    def now_cycle(self) -> int: ...
+
+    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float: ...
+
+    def credit(self, entry_id: str, amount: float, cycle: int) -> None: ...
+
+    def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None: ...
+
+    def charge_upkeep(
+        self, protect: Iterable[str] = (), scale: Mapping[str, float] | None = None
+    ) -> list[MemoryEntry]: ...
+
+    def bury(self, entry_id: str, reason: str = "burial") -> None: ...
+
+    def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float: ...
+
+    def ticks_to_starvation(
+        self, entry: MemoryEntry, scale: Mapping[str, float] | None = None
+    ) -> float | None: ...
+
+    def total_energy(self) -> float: ...
+
+    def energy_share_by_kind(self) -> dict[str, float]: ...
+
+    def page_entries(
+        self,
+        *,
+        sort: str = "balance",
+        order: str = "desc",
+        kind: str = "",
+        flag: str = "",
+        search: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[MemoryEntry], int]: ...
+
+    def page_graveyard(
+        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], int]: ...
+
+    def to_payload(self) -> dict[str, Any]: ...
 
 
 class Pages(Protocol):

@@ -36,9 +36,8 @@ from ..errors import StoreFormatError
 from ..index import bits_to_ids, top_by_codes, top_by_combinations, top_candidates
 from ..jsonfile import loads
 from ..retrieval import LexicalRetriever, tokenize
-from ..store import MemoryStore
-from ..temporal import recency_weight
 from ..types import ALIVE_EPSILON, EntryKind, MemoryEntry, kind_name
+from .population import HeldEntries, finish_ranking
 from .sums import ONE, EnergySums, exact, read_sums
 
 TYPE_CHECKING = False
@@ -1141,8 +1140,12 @@ def index_problems(conn: Any, limit: int = 20) -> list[str]:
     return problems
 
 
-class SqlStore(MemoryStore):
-    """``MemoryStore`` over an SQLite database (see the module docstring)."""
+class SqlStore(HeldEntries):
+    """The population over an SQLite (or PostgreSQL) database (see the module docstring).
+
+    It implements ``interface.Population`` as ``MemoryStore`` does, holding only the
+    entries an operation read; what both do alike is ``HeldEntries``'.
+    """
 
     def __init__(
         self,
@@ -1309,7 +1312,7 @@ class SqlStore(MemoryStore):
             raise ValueError(
                 f"an entry with id {entry.id} is already in this store; ids must be unique"
             )
-        super().add(entry)
+        self._hold_new(entry)
         self._write(entry, True)
         return entry
 
@@ -1588,20 +1591,21 @@ class SqlStore(MemoryStore):
         entry = self.get(entry_id)
         if entry is None:
             return
-        super().credit(entry_id, amount, cycle)
+        self._credit_held(entry, amount, cycle)
         self._write(entry, True)
 
     def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
-        if self.get(entry_id) is None:
+        entry = self.get(entry_id)
+        if entry is None:
             raise KeyError(entry_id)
-        super().set_energy(entry_id, energy, reason)
-        self._write(self._population[entry_id], True)
+        self._set_held_energy(entry, energy, reason)
+        self._write(entry, True)
 
     def bury(self, entry_id: str, reason: str = "burial") -> None:
         entry = self.get(entry_id)
         if entry is None:
             return
-        super().bury(entry_id, reason)
+        self._bury_held(entry_id, reason)
         if self._merging is not None:
             self._merging.append(entry)
         else:
@@ -1610,7 +1614,7 @@ class SqlStore(MemoryStore):
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         members = [i for i in member_ids if self.get(i) is not None]
         with self.deferred_lists():
-            clipped = super().merge_into(heir, members)
+            clipped = self._merge_held(heir, members)
             self._write(heir, True)
         return clipped
 
@@ -1671,7 +1675,7 @@ class SqlStore(MemoryStore):
             try:
                 for heir, member_ids in batch:
                     members = [i for i in member_ids if self.get(i) is not None]
-                    clipped.append(MemoryStore.merge_into(self, heir, members))
+                    clipped.append(self._merge_held(heir, members))
                     heirs.append(heir)
             finally:
                 self._merging = None
@@ -2023,12 +2027,9 @@ class SqlStore(MemoryStore):
         if half_life is not None and (not math.isfinite(half_life) or half_life <= 0):
             raise ValueError(f"half_life must be a positive number of ticks, got {half_life!r}")
         found = self._search(query, None if half_life is not None else k)
-        ranked = found
-        if half_life is not None:
-            now = now_cycle if now_cycle is not None else self.now_cycle()
-            ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in found]
-        ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
-        return ranked[:k]
+        return finish_ranking(
+            found, k, half_life, lambda: now_cycle if now_cycle is not None else self.now_cycle()
+        )
 
     def _retrieve_scan(self, query: str, k: int, **kwargs: Any) -> list[tuple[MemoryEntry, float]]:
         """The published scan over every living entry (filters, custom retrievers)."""
@@ -2036,7 +2037,7 @@ class SqlStore(MemoryStore):
         count = len(self._population)
         saved = self.retriever
         try:
-            return MemoryStore.retrieve(self, query, k, **kwargs) if count else []
+            return self._rank_held(query, k, **kwargs) if count else []
         finally:
             self.retriever = saved
 
@@ -2375,6 +2376,7 @@ class SqlStore(MemoryStore):
     # -- persistence --------------------------------------------------------------------
 
     def to_payload(self) -> dict[str, Any]:
+        """The published JSON document of every entry (a copy to a JSON store)."""
         self.alive()
         self.graveyard()
-        return super().to_payload()
+        return self._payload_of({})
