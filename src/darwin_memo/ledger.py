@@ -1195,7 +1195,7 @@ class Ledger:
 
     # -- the published single-file persistence ----------------------------------
 
-    def kept_history(self) -> dict[str, list[Any]]:
+    def _kept_history(self) -> dict[str, list[Any]]:
         """The notes kept in memory (an in-memory or JSON ledger's), by entry."""
         return {k: [_note_dict(note) for note in v] for k, v in self._history.items()}
 
@@ -1203,7 +1203,7 @@ class Ledger:
         return {
             "tick_count": self.tick_count,
             "pending": [t.to_dict() for t in self._pending.values()],
-            "history": self.kept_history(),
+            "history": self._kept_history(),
             "damaged": sorted(self.damaged),
         }
 

@@ -38,7 +38,8 @@ def _notes(ledger: Ledger) -> dict[str, list[Any]]:
 
         assert isinstance(backend, SqliteBackend)
         return backend.all_history()
-    return ledger.kept_history()
+    history: dict[str, list[Any]] = ledger.ledger_block()["history"]
+    return history
 
 
 def _same_store(src: str | Path, dest: str | Path) -> bool:
