@@ -66,7 +66,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from darwin_memo.backends import sqlstore
+    from darwin_memo.backends import postings, sqlstore
     from darwin_memo.ledger import Ledger
 
     spent: dict[str, float] = {}
@@ -77,7 +77,7 @@ def main() -> None:
     for name in ("_write_buried", "_write_heirs"):
         _timed(sqlstore.SqlStore, name, spent, "merge_writes")
     for name in ("change_df", "apply_list_changes"):  # called by name from the module
-        _timed(sqlstore, name, spent, "merge_writes")
+        _timed(postings, name, spent, "merge_writes")
 
     with tempfile.TemporaryDirectory(prefix="consolidate-tick-") as tmp:
         path = os.path.join(tmp, "store.db")

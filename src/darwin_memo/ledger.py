@@ -24,21 +24,22 @@ import contextlib
 import functools
 import itertools
 import math
-import os
 from _thread import RLock, get_ident
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from typing import cast
 
 from . import collector
 from .aliases import keyword_aliases
 from .answer.protocol import ProtocolAnswer, QueryProtocol
+from .backends.interface import Loaded, Refreshed, View
 from .backends.journal import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
 from .economy.config import SurvivalConfig
 from .economy.lifecycle import advance_lifecycle, assign_credit
 from .economy.rules import MAX_MAGNITUDE
-from .errors import DarwinMemoError, StoreFormatError
+from .errors import DarwinMemoError
 from .records.entry import EntryKind, MemoryEntry, utc_now_iso
+from .records.ticket import Changes, Ticket, TicketSource, new_ticket_id
 from .retrieval.simjoin import merge_groups
 from .store import MemoryStore
 
@@ -46,18 +47,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import Any, Protocol, TypeVar
+    from typing import Any, TypeVar
 
     _R = TypeVar("_R")
 
     from .backends import Backend
     from .retrieval.protocols import Retriever
-
-    class TicketSource(Protocol):
-        """Reads a store's open tickets: all, one by id, or those whose text names an
-        entry (a superset of the tickets whose provenance holds it)."""
-
-        def __call__(self, *, ticket_id: str = ..., naming: str = ...) -> Iterable[Ticket]: ...
 
 
 __all__ = [
@@ -90,66 +85,6 @@ _BEYOND_LIMIT = f"delta beyond the limit of {MAX_MAGNITUDE:g} either way"
 
 class LedgerInputError(DarwinMemoError, ValueError):
     """An argument to a ledger operation was refused; nothing changed."""
-
-
-def new_ticket_id() -> str:
-    """An unguessable ticket id: 96 random bits as 24 hex digits.
-
-    Tickets are capabilities (whoever holds one moves energy), so they are not
-    the 12-hex ids of the published package, though those are still accepted.
-    """
-    return os.urandom(12).hex()  # 96 bits from the OS CSPRNG, as secrets.token_hex
-
-
-@dataclass
-class Ticket:
-    """A decision awaiting its measured outcome."""
-
-    query: str
-    answer: str
-    deciding_entry: str | None
-    supporting_entries: list[str]
-    born_tick: int
-    id: str = field(default_factory=new_ticket_id)
-
-    @property
-    def provenance(self) -> list[str]:
-        """Supporting ids, then the decider (last)."""
-        ids = list(self.supporting_entries)
-        if self.deciding_entry is not None:
-            ids.append(self.deciding_entry)
-        return ids
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "answer": self.answer,
-            "deciding_entry": self.deciding_entry,
-            "supporting_entries": list(self.supporting_entries),
-            "born_tick": self.born_tick,
-            "id": self.id,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any) -> Ticket:
-        if not isinstance(d, dict):
-            raise StoreFormatError("a ticket must be an object")
-        try:
-            ticket = cls(
-                query=str(d["query"]),
-                answer=str(d.get("answer", "")),
-                deciding_entry=d.get("deciding_entry"),
-                supporting_entries=list(d.get("supporting_entries", [])),
-                born_tick=int(d.get("born_tick", 0)),
-                id=str(d["id"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreFormatError(f"bad ticket {d.get('id')!r}: {exc}") from None
-        if ticket.deciding_entry is not None and not isinstance(ticket.deciding_entry, str):
-            raise StoreFormatError(f"bad ticket {ticket.id!r}: deciding_entry must be a string")
-        if not all(isinstance(s, str) for s in ticket.supporting_entries):
-            raise StoreFormatError(f"bad ticket {ticket.id!r}: supporting_entries must be strings")
-        return ticket
 
 
 @keyword_aliases(note="event")
@@ -200,37 +135,21 @@ def _note_dict(note: Any) -> Any:
 
 
 def _reads(method: Callable[..., _R]) -> Callable[..., _R]:
-    """A read made outside a transaction: an SQLite error (a damaged page, a lock)
-    becomes the store's own error, as inside one (``SqliteBackend._raise``)."""
+    """A read made outside a transaction: a driver's error (a damaged page, a lock)
+    becomes the store's own error, as inside one (``Backend.translate``)."""
 
     @functools.wraps(method)
     def reading(self: Ledger, *args: Any, **kwargs: Any) -> _R:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            translate = getattr(self.backend, "_raise", None)
-            if translate is None or type(exc).__module__ != "sqlite3":
+            backend = self.backend
+            error = backend.translate(exc) if backend is not None else None
+            if error is None:
                 raise
-            translate(exc, "read the store")
-            raise  # pragma: no cover - _raise always raises
+            raise error from None
 
     return reading
-
-
-@dataclass(slots=True)
-class Changes:
-    """What one operation did, for the backend to write in one transaction."""
-
-    events: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    opened: list[Ticket] = field(default_factory=list)
-    closed: list[str] = field(default_factory=list)
-    touched: set[str] = field(default_factory=set)
-    #: True for an operation that carries no outside measurement (a decide, a tick): a
-    #: durable backend may commit it without waiting for the disk. It survives a crash
-    #: of the process; a power cut can only lose it (a lost ticket settles as unknown,
-    #: a lost tick is run again by the next one).
-    relaxed: bool = False
 
 
 class _JournalOp:
@@ -357,22 +276,27 @@ class Ledger:
 
         name, chosen = resolve_retriever(retriever)  # a bad name fails before opening
         be = open_backend(path, kind=backend, create=create, lock_timeout=lock_timeout)
+
+        def pick(recorded: str | None) -> Retriever | None:
+            """The retriever to index with, chosen once the store's record is read (so
+            the population is read once, indexed by the right one)."""
+            if name is not None and recorded is not None and recorded != name:
+                from .backends.postgres import shown
+
+                raise mismatch(shown(path), str(recorded), name)
+            if chosen is None and recorded not in (None, "lexical"):
+                return make_retriever(str(recorded))
+            return chosen
+
         try:
             ledger = cls(
                 MemoryStore(retriever=chosen), config=config, resource_scale=resource_scale
             )
             ledger.backend = be
-            be.load(ledger)
-            recorded = getattr(be, "recorded_retriever", None)
-            if name is not None and recorded is None:
-                be.record_retriever(name)  # type: ignore[attr-defined]
-            elif name is not None and recorded != name:
-                from .backends.postgres import shown
-
-                raise mismatch(shown(path), str(recorded), name)
-            elif chosen is None and recorded not in (None, "lexical"):
-                ledger.store = MemoryStore(retriever=make_retriever(str(recorded)))
-                be.load(ledger)  # again, indexed by the recorded retriever
+            loaded = be.load(pick)
+            ledger._apply_loaded(loaded)
+            if name is not None and loaded.recorded_retriever is None:
+                be.record_retriever(name)
         except BaseException:
             be.close()
             raise
@@ -389,6 +313,62 @@ class Ledger:
         self.close()
 
     # -- internals ------------------------------------------------------------
+
+    def _view(self) -> View:
+        """What the backend needs to know of this ledger's view to bring it up to date."""
+        return View(
+            retriever=self.store.retriever,
+            stale=self._stale,
+            tickets_read=self._pending_source is None,
+        )
+
+    def _apply_loaded(self, loaded: Loaded) -> None:
+        """Adopt a whole view a backend read."""
+        # Any ``Population``: the library's functions are annotated with the published
+        # facade, ``MemoryStore``, which an SQL population implements without being one.
+        store = cast("MemoryStore", loaded.store)
+        self.store = store
+        self.protocol.store = store
+        self.tick_count = loaded.tick_count
+        self.damaged = loaded.damaged
+        self._set_pending(loaded.tickets)
+        if loaded.history is not None:
+            self._history = loaded.history
+        self._needs_snapshot = loaded.needs_snapshot
+        self._stale = False
+
+    def _apply_refresh(self, seen: Loaded | Refreshed | None) -> None:
+        """Adopt what a backend found changed since its last view (or a whole new one)."""
+        if seen is None:
+            return
+        if isinstance(seen, Loaded):
+            self._apply_loaded(seen)
+            return
+        damaged = self.damaged
+        for entry_id, flag in seen.damaged.items():
+            if flag:
+                damaged.add(entry_id)
+            else:
+                damaged.discard(entry_id)
+        if seen.tickets is not None and self._pending_source is None:
+            for ticket_id, ticket in seen.tickets:
+                self._close_ticket(ticket_id)
+                if ticket is not None:
+                    self._open_ticket(ticket)
+        self.tick_count = seen.tick_count
+
+    def reload(self, retriever: Retriever | None = None) -> None:
+        """Read a durable store whole again, its population indexed by ``retriever``
+        (None: the one it has now). ``set-retriever`` uses it to index anew."""
+        if self.backend is None:
+            raise LedgerInputError("an in-memory ledger has no store to read again")
+        chosen = retriever if retriever is not None else self.store.retriever
+        with self._lock:
+            try:
+                self._apply_loaded(self.backend.load(lambda _recorded: chosen))
+            except BaseException:
+                self._stale = True
+                raise
 
     def _set_pending(self, tickets: Iterable[Ticket] | TicketSource) -> None:
         """The open tickets, or a ``TicketSource`` that reads them when they are needed.
@@ -501,17 +481,28 @@ class Ledger:
 
     @contextlib.contextmanager
     def _transaction(self, relaxed: bool) -> Iterator[Changes]:
-        """A durable ledger's operation: one transaction of its backend."""
+        """A durable ledger's operation: one transaction of its backend. When the body
+        or the commit fails, the view may hold what was not written: the next
+        operation reads the store again."""
         assert self.backend is not None
         with self._lock:
             changes = Changes(relaxed=relaxed)
             self._changes = changes
             self._changes_thread = get_ident()
             try:
-                with self.backend.transaction(self, changes):
-                    self.store.dirty.clear()
-                    yield changes
-                    changes.touched |= self.store.dirty
+                try:
+                    with self.backend.transaction(changes, self._view()) as seen:
+                        self._apply_refresh(seen)
+                        self._begin_journal(changes)
+                        self.store.dirty.clear()
+                        yield changes
+                        changes.touched |= self.store.dirty
+                        changes.tick_count = self.tick_count
+                        changes.damaged = self.damaged
+                        changes.payload = self.to_payload
+                except BaseException:
+                    self._stale = True
+                    raise
                 # Committed: tickets opened or closed before the open tickets were
                 # read are in the store now, and the store is the truth (another
                 # process may settle them next).
@@ -535,7 +526,12 @@ class Ledger:
         """Bring a durable ledger's view up to date before a read."""
         if self.backend is not None and not self._in_op():
             with self._lock:
-                self.backend.refresh(self)
+                try:
+                    seen = self.backend.refresh(self._view())
+                except BaseException:
+                    self._stale = True
+                    raise
+                self._apply_refresh(seen)
 
     def _begin_journal(self, changes: Changes) -> None:
         """Open the journal with a snapshot when it does not cover the store's past."""
@@ -543,6 +539,12 @@ class Ledger:
             return
         self._needs_snapshot = False
         self._emit(changes, "snapshot", **self.snapshot())
+
+    @property
+    def needs_snapshot(self) -> bool:
+        """Whether the journal does not cover the store's past yet (the next write
+        records a snapshot of the balances to replay from)."""
+        return self._needs_snapshot
 
     def snapshot(self) -> dict[str, Any]:
         """Balances, flags and open tickets: where a replay of the journal may start."""
@@ -1215,26 +1217,11 @@ class Ledger:
 
     def apply_ledger_block(self, block: Any) -> None:
         """Read a ``ledger`` block; malformed parts fall back to defaults (as published)."""
-        if not isinstance(block, dict):
-            block = {}
-        tick = block.get("tick_count", 0)
-        self.tick_count = tick if isinstance(tick, int) and not isinstance(tick, bool) else 0
-        tickets: list[Ticket] = []
-        pending = block.get("pending", [])
-        for raw in pending if isinstance(pending, list) else []:
-            with contextlib.suppress(StoreFormatError):
-                tickets.append(Ticket.from_dict(raw))
-        self._set_pending(tickets)
-        history = block.get("history", {})
-        self._history = (
-            {k: list(v) for k, v in history.items() if isinstance(v, list)}
-            if isinstance(history, dict)
-            else {}
-        )
-        damaged = block.get("damaged", [])
-        self.damaged = (
-            {d for d in damaged if isinstance(d, str)} if isinstance(damaged, list) else set()
-        )
+        loaded = Loaded.from_block(self.store, block)
+        self.tick_count = loaded.tick_count
+        self._set_pending(loaded.tickets)
+        self._history = loaded.history if loaded.history is not None else {}
+        self.damaged = loaded.damaged
 
     def save(self, path: str | Path) -> None:
         """Write the store and the ledger block to one JSON file (atomic, locked)."""

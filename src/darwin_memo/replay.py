@@ -147,7 +147,7 @@ def verify_ledger(ledger: Ledger) -> list[str]:
     living = {e.id for e in store.alive()}
     for entry_id in state.alive - living:
         problems.append(f"{entry_id} is alive in the journal but not in the store")
-    pending = {t.id for t in ledger._pending.values()}
+    pending = {t.id for t in ledger.pending()}
     if pending != set(state.pending):
         missing = sorted(set(state.pending) - pending)[:5]
         extra = sorted(pending - set(state.pending))[:5]

@@ -3,7 +3,7 @@
 ``MemoryStore`` is the published facade. It owns every balance: retrievers rank
 relevance and never see energy; the store breaks exact score ties by energy and
 that is all energy ever does for retrieval. Every change to a balance made
-through the store is posted to ``store.books`` (see ``economy.rules.Books``), so
+through the store is posted to ``store.books`` (see ``economy.Books``), so
 ``store.total_energy() == store.books.balance()`` after any sequence of
 operations.
 
@@ -24,11 +24,11 @@ from . import collector
 from .backends import jsonfile
 from .backends.files import warn_if_exposed
 from .backends.jsonfile import StoreLockedError, store_lock, write_json_atomic
+from .backends.population import HeldEntries
 from .economy import rules as economy
 from .errors import StoreFormatError
 from .records.entry import ALIVE_EPSILON, EntryKind, MemoryEntry, read_entry
-from .retrieval.lexical import LexicalRetriever, tokenize
-from .retrieval.temporal import recency_weight
+from .retrieval.lexical import tokenize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,8 +62,12 @@ class LoadProblem:
     message: str
 
 
-class MemoryStore:
-    """Living entries plus the graveyard, with upkeep, credit and burial."""
+class MemoryStore(HeldEntries):
+    """Living entries plus the graveyard, with upkeep, credit and burial.
+
+    The in-memory population (``backends.interface.Population``): it holds every
+    entry. The bookkeeping it shares with the SQL population is ``HeldEntries``'.
+    """
 
     def __init__(
         self,
@@ -71,27 +75,10 @@ class MemoryStore:
         upkeep: float = economy.UPKEEP,
         retriever: Retriever | None = None,
     ) -> None:
-        for name, value in (("max_energy", max_energy), ("upkeep", upkeep)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if max_energy <= 0:
-            raise ValueError(f"max_energy must be positive, got {max_energy!r}")
-        self.max_energy = float(max_energy)
-        self.upkeep = float(upkeep)
-        self.retriever: Retriever = retriever if retriever is not None else LexicalRetriever()
-        self.last_upkeep_charged = 0.0
-        self.books = economy.Books()
-        self._population: dict[str, MemoryEntry] = {}
-        self._graveyard: dict[str, MemoryEntry] = {}
+        super().__init__(max_energy=max_energy, upkeep=upkeep, retriever=retriever)
         # Raw records we could not read, written back untouched (never dropped).
         self._unreadable: dict[str, list[Any]] = {"entries": [], "graveyard": []}
         self.load_problems: list[LoadProblem] = []
-        # Top-level keys this class does not own (a ledger block, newer keys).
-        self.payload_extra: dict[str, Any] = {}
-        #: Ids whose rows changed since a durable backend last wrote them.
-        self.dirty: set[str] = set()
         #: Counts the changes made through this store's methods (an entry joining or
         #: leaving the population, a balance moving): a view of the store (the organic
         #: layer) compares it with the value it last saw to tell whether anything moved.
@@ -105,23 +92,8 @@ class MemoryStore:
 
     def add(self, entry: MemoryEntry) -> MemoryEntry:
         """Add an entry to the population; its energy is posted as its stake."""
-        if not isinstance(entry, MemoryEntry):
-            raise TypeError(f"add() takes a MemoryEntry, got {type(entry).__name__}")
-        entry_id, energy = entry.id, entry.energy
-        if not math.isfinite(energy):
-            raise ValueError(f"entry {entry_id} has a non-finite energy {energy!r}")
-        population = self._population
-        if entry_id in population or entry_id in self._graveyard:
-            raise ValueError(
-                f"an entry with id {entry_id} is already in this store; ids must be unique"
-            )
-        population[entry_id] = entry
-        self._index(entry)
-        if energy:  # what ``books.post("stake", energy)`` does, its checks made above
-            totals = self.books.totals
-            totals["stake"] = totals.get("stake", 0.0) + energy
-        self.dirty.add(entry_id)
-        self._moved(entry_id)
+        self._hold_new(entry)
+        self._moved(entry.id)
         return entry
 
     def _moved(self, entry_id: str) -> None:
@@ -200,44 +172,9 @@ class MemoryStore:
         (ticks) multiplies each qualifying score by a recency weight. Equal scores
         are ordered by energy: the only place energy touches retrieval.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k!r}")
-        kind_filter: EntryKind | None = None
-        if kind is not None:
-            try:
-                kind_filter = EntryKind(kind)
-            except ValueError:
-                known = ", ".join(x.value for x in EntryKind)
-                raise ValueError(f"unknown kind {kind!r} (known kinds: {known})") from None
-        if half_life is not None and (not math.isfinite(half_life) or half_life <= 0):
-            raise ValueError(f"half_life must be a positive number of ticks, got {half_life!r}")
-        if k == 0:
-            return []
-        search = getattr(self.retriever, "search", None)
-        if (
-            search is not None
-            and kind_filter is None
-            and source is None
-            and getattr(self.retriever, "indexed", -1) == len(self._population)
-        ):
-            found = search(query, None if half_life is not None else k)
-            ranked = [(self._population[i], s) for i, s in found]
-        else:
-            ranked = self.retriever.rank(query, self._candidates(kind_filter, source))
-        if half_life is not None:
-            now = now_cycle if now_cycle is not None else self.now_cycle()
-            ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in ranked]
-        ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
-        return ranked[:k]
-
-    def _candidates(self, kind: EntryKind | None, source: str | None) -> list[MemoryEntry]:
-        return [
-            e
-            for e in self._population.values()
-            if (kind is None or e.kind == kind) and (source is None or source in e.sources)
-        ]
+        return self._rank_held(
+            query, k, half_life=half_life, now_cycle=now_cycle, kind=kind, source=source
+        )
 
     def now_cycle(self) -> int:
         """The latest tick any living entry has seen (birth or last settlement)."""
@@ -245,9 +182,6 @@ class MemoryStore:
             (max(e.born_cycle, e.last_used_cycle) for e in self._population.values()),
             default=0,
         )
-
-    def similarity(self, a: MemoryEntry, b: MemoryEntry) -> float:
-        return self.retriever.similarity(a, b)
 
     # -- economics ----------------------------------------------------------
 
@@ -257,37 +191,16 @@ class MemoryStore:
         Counts a use and stamps ``last_used_cycle``. Unknown ids are ignored.
         """
         entry = self._population.get(entry_id)
-        if entry is None:
-            return
-        if not math.isfinite(amount):
-            raise ValueError(f"credit amount must be finite, got {amount!r}")
-        before = entry.energy
-        after = min(self.max_energy, before + amount)
-        # What books.post("credit" or "debit", amount) and post("cap", clipped) do
-        # (the amounts are finite, checked above).
-        totals = self.books.totals
-        if amount:
-            reason = "credit" if amount > 0 else "debit"
-            totals[reason] = totals.get(reason, 0.0) + amount
-        clipped = (after - before) - amount
-        if clipped:
-            totals["cap"] = totals.get("cap", 0.0) + clipped
-        entry.energy = after
-        entry.uses += 1
-        entry.last_used_cycle = cycle
-        self.dirty.add(entry_id)
-        self.version += 1
+        if entry is not None:
+            self._credit_held(entry, amount, cycle)
+            self.version += 1
 
     def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
         """Set a living entry's balance outright, posting the difference."""
         entry = self._population.get(entry_id)
         if entry is None:
             raise KeyError(entry_id)
-        if not math.isfinite(energy):
-            raise ValueError(f"energy must be finite, got {energy!r}")
-        self.books.post(reason, energy - entry.energy)
-        entry.energy = energy
-        self.dirty.add(entry_id)
+        self._set_held_energy(entry, energy, reason)
         self.version += 1
 
     def charge_upkeep(
@@ -334,15 +247,8 @@ class MemoryStore:
 
     def bury(self, entry_id: str, reason: str = "burial") -> None:
         """Move an entry to the graveyard (its energy clamps to at most 0). Enforces nothing."""
-        entry = self._population.pop(entry_id, None)
-        if entry is None:
-            return
-        self.retriever.forget(entry_id)
-        self.books.post(reason, -entry.energy)
-        entry.energy = min(entry.energy, 0.0)
-        self._graveyard[entry_id] = entry
-        self.dirty.add(entry_id)
-        self._moved(entry_id)
+        if self._bury_held(entry_id, reason) is not None:
+            self._moved(entry_id)
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
         """Replace ``member_ids`` by ``heir``, pooling their balances (capped).
@@ -351,31 +257,9 @@ class MemoryStore:
         their pooled energy, and whatever exceeds ``max_energy`` is posted as
         ``cap``. Returns the energy clipped (0.0 when the pool fits under the cap).
         """
-        members = [self._population[i] for i in member_ids if i in self._population]
-        pooled = math.fsum(m.energy for m in members)
-        for m in members:
-            self.bury(m.id, reason="merge")
-        if heir.id in self._population or heir.id in self._graveyard:
-            raise ValueError(f"an entry with id {heir.id} is already in this store")
-        clipped = max(0.0, pooled - self.max_energy)
-        heir.energy = pooled - clipped
-        self._population[heir.id] = heir
-        self._index(heir)
-        self.dirty.add(heir.id)
+        clipped = self._merge_held(heir, member_ids)
         self._moved(heir.id)
-        self.books.post("merge", pooled)
-        self.books.post("cap", -clipped)
         return clipped
-
-    def ticks_to_starvation(
-        self, entry: MemoryEntry, scale: Mapping[str, float] | None = None
-    ) -> float | None:
-        """Unsettled ticks left before upkeep kills ``entry`` (None if it cannot starve)."""
-        if self.upkeep <= 0 or entry.pinned:
-            return None
-        factor = 1.0 if scale is None else scale.get(entry.id, 1.0)
-        factor = min(1.0, max(MIN_UPKEEP_SCALE, factor))
-        return round(entry.energy / (self.upkeep * factor), 1)
 
     def total_energy(self) -> float:
         return math.fsum([e.energy for e in self._population.values()])
@@ -448,26 +332,7 @@ class MemoryStore:
 
     def to_payload(self) -> dict[str, Any]:
         """The published JSON document (plus anything unknown we were given)."""
-        payload: dict[str, Any] = dict(self.payload_extra)
-        payload["config"] = {"max_energy": self.max_energy, "upkeep": self.upkeep}
-        payload["entries"] = [e.to_dict() for e in self._population.values()] + list(
-            self._unreadable["entries"]
-        )
-        payload["graveyard"] = [e.to_dict() for e in self._graveyard.values()] + list(
-            self._unreadable["graveyard"]
-        )
-        state = self.retriever.dump_state()
-        if state:
-            payload["retriever"] = state
-        elif isinstance(self.payload_extra.get("retriever"), dict):
-            # State of a retriever this process does not use (e.g. embedding vectors
-            # read by a lexical CLI call): kept, minus vectors of entries now dead.
-            kept = dict(self.payload_extra["retriever"])
-            vectors = kept.get("vectors")
-            if isinstance(vectors, dict):
-                kept["vectors"] = {k: v for k, v in vectors.items() if k in self._population}
-            payload["retriever"] = kept
-        return payload
+        return self._payload_of(self._unreadable)
 
     @classmethod
     def from_payload(

@@ -42,7 +42,8 @@ def _notes(ledger: Ledger) -> dict[str, list[Any]]:
 
         assert isinstance(backend, SqliteBackend)
         return backend.all_history()
-    return ledger._kept_history()
+    history: dict[str, list[Any]] = ledger.ledger_block()["history"]
+    return history
 
 
 def _organic(ledger: Ledger) -> Rows:
@@ -71,7 +72,7 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
     source = Ledger.open(src if isinstance(src, str) else Path(src), create=False)
     try:
         events = list(source.events())
-        if source._needs_snapshot:
+        if source.needs_snapshot:
             events.append(
                 {"event": "snapshot", "tick": source.tick_count, "ts": _now(), **source.snapshot()}
             )
@@ -95,7 +96,7 @@ def copy_store(src: str | Path, dest: str | Path, *, overwrite: bool = False) ->
             "format": kind,
             "alive": len(source.store),
             "graveyard": source.store.dead_count(),
-            "pending": len(source._pending),
+            "pending": len(source.pending()),
             "events": len(events),
             "notes": sum(len(v) for v in notes.values()),
             "organic_links": len(organic[0]),
@@ -206,7 +207,7 @@ def _fill(
     )
     conn.executemany(
         "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, 1)",
-        [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source._pending.values()],
+        [(t.id, t.born_tick, _dumps(t.to_dict())) for t in source.pending()],
     )
     conn.executemany(
         "INSERT INTO notes (entry_id, data) VALUES (?, ?)",

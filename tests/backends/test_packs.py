@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from darwin_memo import LexicalRetriever, MemoryEntry
-from darwin_memo.backends import sqlstore
+from darwin_memo.backends import postings, sqlsearch, sqlstore
 from darwin_memo.backends.sqlite import SqliteBackend
 from darwin_memo.backends.sqlstore import SqlStore, bits_to_ids, pack_ids, unpack_ids
 from darwin_memo.retrieval.lexical import tokenize
@@ -31,10 +31,10 @@ def zipf_text(rnd: random.Random, n: int) -> str:
 
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlstore, "DENSE_MIN", 6)
-    monkeypatch.setattr(sqlstore, "DENSE_DROP", 3)
-    monkeypatch.setattr(sqlstore, "BLOCK_SHIFT", 4)  # 16 rowids per block
-    monkeypatch.setattr(sqlstore, "_BLOCK_MASK", 15)
+    monkeypatch.setattr(postings, "DENSE_MIN", 6)
+    monkeypatch.setattr(postings, "DENSE_DROP", 3)
+    monkeypatch.setattr(postings, "BLOCK_SHIFT", 4)  # 16 rowids per block
+    monkeypatch.setattr(postings, "_BLOCK_MASK", 15)
 
 
 def check_lists(conn: sqlite3.Connection) -> int:
@@ -72,14 +72,14 @@ def check_lists(conn: sqlite3.Connection) -> int:
             got = [
                 r
                 for block, bits in blocks
-                for r in bits_to_ids(bits, block << sqlstore.BLOCK_SHIFT)
+                for r in bits_to_ids(bits, block << postings.BLOCK_SHIFT)
             ]
         else:
             assert not blocks
             got = list(unpack_ids(packs[0][0])) if packs else []
             assert bool(packs) == bool(truth), "no empty packs are kept"
         assert got == truth
-        assert list(sqlstore.token_ids(conn, token, token_id, bool(dense))) == truth
+        assert list(postings.token_ids(conn, token, token_id, bool(dense))) == truth
     assert set(holders) <= set(names), "every living row's tokens are in tokens"
     ids = [i for i in names.values() if i]  # (schema 15: 0 until a token's list is bits)
     assert len(set(ids)) == len(ids), "token ids are unique"
@@ -87,7 +87,7 @@ def check_lists(conn: sqlite3.Connection) -> int:
     assert max(ids, default=0) <= (top[0] if top else 0), "new tokens take ids past every id"
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     assert "postings" not in tables and "packs" not in tables
-    assert sqlstore.index_problems(conn) == []  # and verify's check agrees
+    assert postings.index_problems(conn) == []  # and verify's check agrees
     return dense_count
 
 
@@ -248,13 +248,13 @@ def test_migration_gives_an_older_store_its_lists(
 
     rnd = random.Random(4)
     full = list(migrations.MIGRATIONS)
-    apply, unsettle, kept = sqlstore.apply_list_changes, sqlstore.unsettle, sqlstore._postings_kept
+    apply, unsettle, kept = postings.apply_list_changes, postings.unsettle, postings._postings_kept
     monkeypatch.setattr(migrations, "MIGRATIONS", at_schema(full, 3))  # before m004
-    monkeypatch.setattr(migrations, "_DENSE_MIN", sqlstore.DENSE_MIN)  # (small_blocks')
-    monkeypatch.setattr(migrations, "_BLOCK_SHIFT", sqlstore.BLOCK_SHIFT)
-    monkeypatch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
-    monkeypatch.setattr(sqlstore, "unsettle", lambda *args: None)  # no m005 table either
-    monkeypatch.setattr(sqlstore, "_postings_kept", lambda conn: True)  # m006 drops them
+    monkeypatch.setattr(migrations, "_DENSE_MIN", postings.DENSE_MIN)  # (small_blocks')
+    monkeypatch.setattr(migrations, "_BLOCK_SHIFT", postings.BLOCK_SHIFT)
+    monkeypatch.setattr(postings, "apply_list_changes", lambda *args: None)
+    monkeypatch.setattr(postings, "unsettle", lambda *args: None)  # no m005 table either
+    monkeypatch.setattr(postings, "_postings_kept", lambda conn: True)  # m006 drops them
     old = new_store(tmp_path)
     for _ in range(60):
         old.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
@@ -267,9 +267,9 @@ def test_migration_gives_an_older_store_its_lists(
         )
     }
     monkeypatch.setattr(migrations, "MIGRATIONS", full)
-    monkeypatch.setattr(sqlstore, "apply_list_changes", apply)
-    monkeypatch.setattr(sqlstore, "unsettle", unsettle)
-    monkeypatch.setattr(sqlstore, "_postings_kept", kept)
+    monkeypatch.setattr(postings, "apply_list_changes", apply)
+    monkeypatch.setattr(postings, "unsettle", unsettle)
+    monkeypatch.setattr(postings, "_postings_kept", kept)
     store = new_store(tmp_path)
     conn = store.conn
     assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)
@@ -292,9 +292,9 @@ def write_legacy_lists(conn: sqlite3.Connection) -> dict[str, list[int]]:
     conn.execute("DELETE FROM packs")
     conn.execute("DELETE FROM blocks")
     for token, held in lists.items():
-        dense = len(held) >= sqlstore.DENSE_MIN
+        dense = len(held) >= postings.DENSE_MIN
         if dense:
-            sqlstore._write_blocks(conn, ids[token], held, True)
+            postings._write_blocks(conn, ids[token], held, True)
         else:
             conn.execute("INSERT INTO packs VALUES (?, ?)", (ids[token], _pack32(held)))
         conn.execute("UPDATE tokens SET dense = ? WHERE token = ?", (int(dense), token))
@@ -313,7 +313,7 @@ def old_store(
     rnd = random.Random(seed)
     with monkeypatch.context() as patch:
         patch.setattr(migrations, "MIGRATIONS", at_schema(full, version))
-        patch.setattr(sqlstore, "apply_list_changes", lambda *args: None)
+        patch.setattr(postings, "apply_list_changes", lambda *args: None)
         old = new_store(tmp_path)
         for _ in range(n):
             old.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 3)))
@@ -469,7 +469,7 @@ def test_a_torn_pack_is_a_one_line_error_that_names_verify(tmp_path: Path) -> No
     store = new_store(tmp_path)
     with pytest.raises(StoreFormatError, match=r"torn.*darwin-memo ledger FILE verify"):
         store.retrieve("zq3", 3)
-    assert "index: token 'zq3''s pack is torn" in sqlstore.index_problems(store.conn)
+    assert "index: token 'zq3''s pack is torn" in postings.index_problems(store.conn)
     store.backend.close()
 
 
@@ -503,8 +503,8 @@ def test_many_ties_read_the_highest_balance_first(
     """Entries tied at the k-th score: when the lowest rowids hold the highest balance of
     any living entry, only they are read; otherwise (a higher balance elsewhere, balances
     set at more ticks than ``TIE_GROUPS``) every tied row is. Same ranking either way."""
-    monkeypatch.setattr(sqlstore, "TIES_BOUNDED", 2)
-    monkeypatch.setattr(sqlstore, "TIE_GROUPS", groups)
+    monkeypatch.setattr(sqlsearch, "TIES_BOUNDED", 2)
+    monkeypatch.setattr(sqlsearch, "TIE_GROUPS", groups)
     rnd = random.Random(groups)
     store = new_store(tmp_path)
     statements: list[str] = []
@@ -736,14 +736,14 @@ def test_common_word_queries_walk_token_combinations(
         store.add(MemoryEntry(zipf_text(rnd, 6), zipf_text(rnd, 4), energy=rnd.random() * 3))
     store.conn.execute("COMMIT")
     walked: list[bool] = []
-    real = sqlstore.top_by_combinations
+    real = sqlsearch.top_by_combinations
 
     def spy(*args: object, **kwargs: object) -> object:
         found = real(*args, **kwargs)  # type: ignore[arg-type]
         walked.append(found is not None)
         return found
 
-    monkeypatch.setattr(sqlstore, "top_by_combinations", spy)
+    monkeypatch.setattr(sqlsearch, "top_by_combinations", spy)
     queries = [zipf_text(rnd, rnd.randint(1, 6)) for _ in range(40)] + ["api worker nothere"]
     for query in queries:
         for k in (1, 3, 8):
@@ -766,14 +766,14 @@ def test_mixed_queries_score_candidates_by_codes(
         store.add(MemoryEntry(words, zipf_text(rnd, 3), energy=rnd.choice([0.5, 1.0, 2.0])))
     store.conn.execute("COMMIT")
     coded: list[tuple[bool, int]] = []  # (took the code path, indexed tokens)
-    real = sqlstore.top_by_codes
+    real = sqlsearch.top_by_codes
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         found = real(*args, **kwargs)
         coded.append((found is not None, sum(args[2](t) > 0 for t in args[0])))
         return found
 
-    monkeypatch.setattr(sqlstore, "top_by_codes", spy)
+    monkeypatch.setattr(sqlsearch, "top_by_codes", spy)
     queries = [
         zipf_text(rnd, rnd.randint(1, 5)) + " " + " ".join(rnd.sample(rare, rnd.randint(1, 3)))
         for _ in range(40)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from backends.test_packs import check_lists, fold_rows
 from darwin_memo import MemoryEntry, native
-from darwin_memo.backends import sqlstore
+from darwin_memo.backends import postings, sqlstore
 
 # A few template words shared by many sets, a middle band of phrase words, a rare tail.
 TEMPLATE = [f"t{i}" for i in range(8)]
@@ -260,10 +260,10 @@ def test_merge_many_writes_what_merge_into_writes(seed: int) -> None:
     hands them over) leave the rows, index and books of one by one."""
     with pytest.MonkeyPatch.context() as mp:
         if seed % 2:  # small thresholds: tokens turn to bits and back during the merges
-            mp.setattr(sqlstore, "DENSE_MIN", 4)
-            mp.setattr(sqlstore, "DENSE_DROP", 2)
-            mp.setattr(sqlstore, "BLOCK_SHIFT", 3)
-            mp.setattr(sqlstore, "_BLOCK_MASK", 7)
+            mp.setattr(postings, "DENSE_MIN", 4)
+            mp.setattr(postings, "DENSE_DROP", 2)
+            mp.setattr(postings, "BLOCK_SHIFT", 3)
+            mp.setattr(postings, "_BLOCK_MASK", 7)
         if seed % 4 >= 2:  # the join in Python instead of darwin_memo._cjoin
             mp.setenv(native.PURE_PYTHON_ENV, "1")
         _merge_many_against_merge_into(seed)
@@ -290,7 +290,7 @@ def test_merge_many_leaves_the_page_cache_and_the_collector_as_they_were() -> No
     heir = MemoryEntry("same words here", "", id="h0", lineage=["e000", "e001"])
     assert gc.isenabled()
     store.merge_many([(heir, ["e000", "e001"])])
-    assert seen == [(-sqlstore.BULK_CACHE_KIB, False)]
+    assert seen == [(-postings.BULK_CACHE_KIB, False)]
     assert store.conn.execute("PRAGMA cache_size").fetchone()[0] == -1234
     assert gc.isenabled()
 

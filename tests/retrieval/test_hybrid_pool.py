@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from darwin_memo.retrieval.lexical import HashingEmbedder
-from darwin_memo.retrieval.embedding import HybridRetriever
-from darwin_memo.store import MemoryStore
 from darwin_memo.records.entry import MemoryEntry
+from darwin_memo.retrieval.embedding import HybridRetriever
+from darwin_memo.retrieval.lexical import HashingEmbedder
+from darwin_memo.store import MemoryStore
 
 pytest.importorskip("numpy")
 

@@ -34,6 +34,7 @@ from .. import collector
 from ..errors import StoreFormatError, StoreNotFound
 from ..store import MemoryStore
 from .files import notice_once, warn_if_exposed
+from .interface import Loaded, PickRetriever, View
 from .journal import EventLog, event_log_path
 from .jsonfile import (
     DEFAULT_LOCK_TIMEOUT,
@@ -44,7 +45,7 @@ from .jsonfile import (
 )
 
 if TYPE_CHECKING:
-    from ..ledger import Changes, Ledger
+    from ..records.ticket import Changes
 
 __all__ = ["JOURNAL_MARK", "JsonBackend"]
 
@@ -83,6 +84,8 @@ class JsonBackend:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
         self._signature: tuple[int, int, int] | None = None
         self._pending_txn: Any = None  # the store file's ``journal_txn``, as last read
+        #: The population as last read (the organic block lives in its payload).
+        self.store = MemoryStore()
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
@@ -92,15 +95,17 @@ class JsonBackend:
         warn_if_exposed(self.path, st)
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def _read(self, ledger: Ledger) -> None:
-        """Replace the ledger's view with the file's content (call under the lock)."""
+    def _read(self, pick: PickRetriever) -> Loaded:
+        """The file's content as a whole view (call under the lock)."""
         signature = self._stat()
-        retriever = ledger.store.retriever
-        store = MemoryStore(retriever=retriever)
         block: Any = {}
+        payload: Any = None
         if signature is not None:
             payload = read_json(self.path)
             self.recorded_retriever = _recorded_name(payload)
+        retriever = pick(self.recorded_retriever)
+        store = MemoryStore(retriever=retriever)
+        if payload is not None:
             try:
                 store = MemoryStore.from_payload(payload, retriever=retriever)
             except StoreFormatError as exc:
@@ -108,13 +113,16 @@ class JsonBackend:
                     f"{self.path} is not a valid darwin-memo store: {exc}"
                 ) from None
             block = store.payload_extra.pop("ledger", {})
-        ledger.store = store
-        ledger.protocol.store = store
-        ledger.apply_ledger_block(block)
         marked = isinstance(block, dict) and block.get("journal") == JOURNAL_MARK
-        ledger._needs_snapshot = not marked and (len(store) > 0 or store.dead_count() > 0)
         self._pending_txn = block.get("journal_txn") if isinstance(block, dict) else None
         self._signature = signature
+        self.store = store
+        return Loaded.from_block(
+            store,
+            block,
+            needs_snapshot=not marked and (len(store) > 0 or store.dead_count() > 0),
+            recorded_retriever=self.recorded_retriever,
+        )
 
     def _unjournaled(self) -> list[dict[str, Any]]:
         """The store file's last transaction's events when the journal lacks them
@@ -147,58 +155,54 @@ class JsonBackend:
                 stamp = utc_now_iso().replace(":", "")
                 os.replace(path, path.with_name(f"{path.name}.orphan-{stamp}"))
 
-    def load(self, ledger: Ledger) -> None:
+    def load(self, pick: PickRetriever) -> Loaded:
         if not self.path.exists():
-            self._read(ledger)
-            return
+            return self._read(pick)
         with store_lock(self.path, self.lock_timeout):
             # No journal append here (see the module docstring): a writer killed
             # between the store write and the journal append left its events in the
             # store file; ``events`` shows them, and the next ``transaction`` appends them.
-            self._read(ledger)
+            return self._read(pick)
 
-    def refresh(self, ledger: Ledger) -> None:
-        if self._stat() != self._signature:
-            self.load(ledger)
+    def refresh(self, view: View) -> Loaded | None:
+        if self._stat() != self._signature or view.stale:
+            return self.load(lambda _recorded: view.retriever)
+        return None
+
+    def translate(self, exc: BaseException, doing: str = "read the store") -> Exception | None:
+        """None: the file's errors are raised as the store's own where they happen."""
+        return None
 
     @contextlib.contextmanager
-    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+    def transaction(self, changes: Changes, view: View) -> Iterator[Loaded | None]:
         with store_lock(self.path, self.lock_timeout):
             remove_stale_temps(self.path)
-            if self._stat() != self._signature or getattr(ledger, "_stale", False):
-                self._read(ledger)
-                ledger._stale = False
+            seen = None
+            if self._stat() != self._signature or view.stale:
+                seen = self._read(lambda _recorded: view.retriever)
             if self._signature is None:
                 self._set_aside_orphan_journal()
             # Refused before anything is written: a journal planted as a link.
             self.journal.check_writable()
             self._recover_journal()
-            try:
-                ledger._begin_journal(changes)
-                yield
-            except BaseException:
-                ledger._stale = True
-                raise
+            yield seen
             if not changes.events and not changes.touched and not changes.opened:
                 return
+            assert changes.payload is not None  # (set by the ledger with the body done)
             if changes.events:  # the organic block changes with the events that cause it
                 from .organic_rows import apply_block
 
-                apply_block(ledger.store.payload_extra, changes.events)
+                apply_block(self.store.payload_extra, changes.events)
             txn = secrets.token_hex(8)
             for event in changes.events:
                 event["txn"] = txn
             with collector.paused():  # a payload is a few small containers per entry
-                payload = ledger.to_payload()
+                payload = changes.payload()
                 payload["ledger"]["journal"] = JOURNAL_MARK
                 payload["ledger"]["journal_txn"] = {"id": txn, "events": changes.events}
                 if self.recorded_retriever is not None:
                     _name_retriever(payload, self.recorded_retriever)
-                try:
-                    write_json_atomic(self.path, payload)
-                except BaseException:
-                    ledger._stale = True
-                    raise
+                write_json_atomic(self.path, payload)
             self.created = self.created or self._signature is None
             self._signature = self._stat()
             self._pending_txn = payload["ledger"]["journal_txn"]  # until appended
@@ -240,12 +244,13 @@ class JsonBackend:
             )
             yield from missing
 
-    def organic_rows(self, ledger: Ledger) -> Any:
+    def organic_rows(self, _ledger: object = None) -> Any:
         """The organic layer's links and per-entry state (``organic_rows.Rows``), from the
-        store's ``"organic"`` block as last read."""
+        store's ``"organic"`` block as last read (the argument, once the ledger, is
+        not used)."""
         from .organic_rows import BLOCK_KEY, read_block
 
-        return read_block(ledger.store.payload_extra.get(BLOCK_KEY))
+        return read_block(self.store.payload_extra.get(BLOCK_KEY))
 
     def close(self) -> None:
         return None

@@ -165,7 +165,7 @@ def _dialect(store: SqlStore) -> _Dialect:
 
 def _balance(store: SqlStore) -> tuple[str, list[Any]]:
     """A living row's balance now and its parameters: the store's own ``_NOW``."""
-    from .sqlstore import _NOW
+    from .rows import _NOW
 
     t, u = store.tick, store.upkeep
     return "(" + _NOW + ")", [t, u, t, u, t]
@@ -174,7 +174,7 @@ def _balance(store: SqlStore) -> tuple[str, list[Any]]:
 def _holding_all_sqlite(conn: Any, tokens: list[str]) -> list[int] | None:
     """The rowids holding every token (SQLite's packs and blocks, shortest first);
     None when some token is in no list at all."""
-    from .sqlstore import token_ids
+    from .postings import token_ids
 
     found = conn.execute(
         f"SELECT token, id, dense FROM tokens WHERE token IN ({','.join('?' * len(tokens))})",

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..records.entry import EntryKind, MemoryEntry
 from ..retrieval.lexical import EmbeddingRetriever, HashingEmbedder, _cosine
-from ..retrieval.temporal import recency_weight
+from .population import finish_ranking
 from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
@@ -318,12 +318,9 @@ class PgStore(SqlStore):
             )
         self._catch_up(retriever, table)
         found = self.dense_search(retriever, table, q, None if half_life is not None else k)
-        ranked = found
-        if half_life is not None:
-            now = now_cycle if now_cycle is not None else self.now_cycle()
-            ranked = [(e, s * recency_weight(e, now, half_life)) for e, s in found]
-        ranked.sort(key=lambda pair: (pair[1], pair[0].energy), reverse=True)
-        return ranked[:k]
+        return finish_ranking(
+            found, k, half_life, lambda: now_cycle if now_cycle is not None else self.now_cycle()
+        )
 
     def _ensure_index(self, table: DenseTable) -> None:
         if table.indexed:

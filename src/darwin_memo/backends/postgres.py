@@ -45,12 +45,13 @@ from ..errors import (
 )
 from ..records.entry import utc_now_iso
 from . import is_postgres_url
+from .interface import Loaded, PickRetriever, Refreshed, View
 from .pgdense import VECTOR_MODES, DenseTable, PgStore
 from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
 from .sqlstore import SqlStore
 
 if TYPE_CHECKING:
-    from ..ledger import Changes, Ledger
+    from ..records.ticket import Changes
 
 __all__ = [
     "DEFAULT_STORE",
@@ -527,6 +528,7 @@ class PostgresBackend(SqliteBackend):
         self._seen = -1
         self.txn_version = 0
         self._live_key = None
+        self.store: SqlStore | None = None
         self.created = self._migrate(create)
         self.pg.reconnected = False
 
@@ -651,12 +653,12 @@ class PostgresBackend(SqliteBackend):
     def _store_class(self) -> type[SqlStore]:
         return PgStore  # the same store with dense searches in SQL (pgdense)
 
-    def _begin(self, ledger: Ledger | None, doing: str, *, write: bool) -> None:
+    def _begin(self, doing: str, *, write: bool) -> None:
         conn = self.pg
         conn.doing = doing
         conn.raw()  # connect (again) before deciding whether the view is stale
-        if conn.reconnected and ledger is not None:
-            ledger._stale = True
+        if conn.reconnected:
+            self._seen = -1  # a new connection: the next sync reads the whole view
         conn.reconnected = False
         if write:
             conn.execute("BEGIN")
@@ -665,51 +667,62 @@ class PostgresBackend(SqliteBackend):
         else:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
-    def load(self, ledger: Ledger) -> None:
-        try:
-            self._begin(None, "read the store", write=False)
-            self._read_all(ledger)
-            self.pg.execute("COMMIT")
-        except BaseException:
-            ledger._stale = True
-            self.pg.rollback()
-            raise
+    def translate(self, exc: BaseException, doing: str = "read the store") -> Exception | None:
+        """The store's own error for a psycopg error (None for any other): the
+        connection turns each into one as it is raised, so little reaches here."""
+        import psycopg
 
-    def refresh(self, ledger: Ledger) -> None:
+        if not isinstance(exc, psycopg.Error):
+            return None
+        self.pg.doing = doing
+        return self.pg.error(exc)
+
+    def load(self, pick: PickRetriever) -> Loaded:
         try:
-            self._begin(ledger, "read the store", write=False)
-            self._sync(ledger)
+            self._begin("read the store", write=False)
+            loaded = self._read_all(pick)
             self.pg.execute("COMMIT")
         except BaseException:
-            ledger._stale = True
+            self._seen = -1
             self.pg.rollback()
             raise
+        return loaded
+
+    def refresh(self, view: View) -> Loaded | Refreshed | None:
+        try:
+            self._begin("read the store", write=False)
+            seen = self._sync(view)
+            self.pg.execute("COMMIT")
+        except BaseException:
+            self._seen = -1
+            self.pg.rollback()
+            raise
+        return seen
 
     # -- writing -------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+    def transaction(self, changes: Changes, view: View) -> Iterator[Loaded | Refreshed | None]:
         try:
-            self._begin(ledger, "write the store", write=True)
+            self._begin("write the store", write=True)
             if changes.relaxed:  # a decide or a tick: no need to wait for the WAL flush
                 self.pg.execute("SET LOCAL synchronous_commit = off")
-            self._sync(ledger)
+            seen = self._sync(view)
             self.txn_version = self._current_version() + 1
-            store = ledger.store
-            assert isinstance(store, SqlStore)
+            store = self.store
+            assert store is not None
             store.reset_sums()  # another host may have changed them since
-            ledger._begin_journal(changes)
-            yield
+            yield seen
             if changes.events or changes.touched or changes.opened or changes.closed:
-                self._write(ledger, changes)
+                self._write(changes)
             store.save_sums()
             store.reset_sums()
             self.pg.doing = COMMITTING
             self.pg.execute("COMMIT")
         except BaseException:
-            if isinstance(ledger.store, SqlStore):
-                ledger.store.reset_sums()
-            ledger._stale = True
+            if self.store is not None:
+                self.store.reset_sums()
+            self._seen = -1
             self.pg.rollback()
             raise
         finally:
@@ -717,7 +730,7 @@ class PostgresBackend(SqliteBackend):
 
     @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
-        self._begin(None, "write the store", write=True)
+        self._begin("write the store", write=True)
         try:
             yield
             self.pg.execute("COMMIT")

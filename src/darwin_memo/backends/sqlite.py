@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from . import hold_sqlite, is_live_sqlite, release_sqlite
 from .files import warn_if_exposed
+from .interface import Loaded, PickRetriever, Refreshed, View
 from .journal import pack_record, unpack_record
 from .jsonfile import loads
 from .migrations import MIGRATIONS, apply_migrations, foreign_objects, schema_version
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ..ledger import Changes, Ledger, Ticket
+    from ..records.ticket import Changes, Ticket
     from .sqlstore import SqlStore
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "STATEMENT_DEADLINE", "SqliteBackend"]
@@ -199,10 +200,12 @@ class SqliteBackend:
             #: The schema cookie this handle was opened at (``_check_schema``).
             self._schema_cookie = self._cookie()
         except sqlite3.DatabaseError as exc:
-            self._raise(exc, "open")
+            raise self._error(exc, "open") from None
         self._live_key = hold_sqlite(self.file)
         self._seen = -1
         self.txn_version = 0
+        #: The population as last read (``load``), which this backend reads and writes.
+        self.store: SqlStore | None = None
 
     @property
     def path(self) -> Path:
@@ -258,25 +261,30 @@ class SqliteBackend:
                 "creates (refusing to open it: its SQL would run in this process)"
             )
 
-    def _raise(self, exc: sqlite3.Error, doing: str) -> None:
+    def _error(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        """The store's own error for an SQLite error met while trying to ``doing``."""
         message = str(exc)
         deadline = getattr(self.__dict__.get("conn"), "deadline", None)
         if message == "interrupted" and deadline is not None and deadline.overran:
-            raise StoreFormatError(
+            return StoreFormatError(
                 f"{self.path}: an SQL statement ran past {deadline.limit:g} s while trying to "
                 f"{doing} and was stopped (a crafted or damaged store?)"
-            ) from None
+            )
         if "locked" in message or "busy" in message:
-            raise StoreLockedError(
+            return StoreLockedError(
                 f"{self.path} stayed locked by another writer for {self.lock_timeout:g} s "
                 f"while trying to {doing}; retry, or raise the lock timeout"
-            ) from None
+            )
         if "not a database" in message or "malformed" in message:
-            raise StoreFormatError(
+            return StoreFormatError(
                 f"{self.path} is not a valid darwin-memo SQLite store ({message}); "
                 "nothing was written to it"
-            ) from None
-        raise StoreError(f"{self.path}: SQLite error while trying to {doing}: {message}") from None
+            )
+        return StoreError(f"{self.path}: SQLite error while trying to {doing}: {message}")
+
+    def translate(self, exc: BaseException, doing: str = "read the store") -> Exception | None:
+        """The store's own error for an ``sqlite3`` error (None for any other)."""
+        return self._error(exc, doing) if isinstance(exc, sqlite3.Error) else None
 
     # -- reading -----------------------------------------------------------------
 
@@ -296,7 +304,7 @@ class SqliteBackend:
         return meta
 
     def _ticket(self, data: str) -> Ticket:
-        from ..ledger import Ticket
+        from ..records.ticket import Ticket
 
         try:
             return Ticket.from_dict(loads(data))
@@ -319,7 +327,7 @@ class SqliteBackend:
         try:
             rows = self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            self._raise(exc, "read the open tickets")
+            raise self._error(exc, "read the open tickets") from None
         return (self._ticket(data) for (data,) in rows)
 
     def _store_class(self) -> type[SqlStore]:
@@ -328,8 +336,8 @@ class SqliteBackend:
 
         return SqlStore
 
-    def _read_all(self, ledger: Ledger) -> None:
-        """Read the ledger's state: tickets, tick, damage record; entries stay in SQLite."""
+    def _read_all(self, pick: PickRetriever) -> Loaded:
+        """The ledger's state: tickets, tick, damage record; entries stay in SQLite."""
         meta = self._meta()
         recorded = meta.get("retriever")
         self.recorded_retriever = recorded if isinstance(recorded, str) else None
@@ -338,57 +346,60 @@ class SqliteBackend:
             self,
             max_energy=config.get("max_energy", 5.0),
             upkeep=config.get("upkeep", 0.05),
-            retriever=ledger.store.retriever,
+            retriever=pick(self.recorded_retriever),
         )
         extra = meta.get("payload_extra", {})
         store.payload_extra = extra if isinstance(extra, dict) else {}
         state = store.payload_extra.get("retriever")
         if isinstance(state, dict) and state:
             store.retriever.load_state(state)
-        ledger.store = store
-        ledger.protocol.store = store
-        ledger.tick_count = int(meta.get("tick_count", 0))
-        store.tick = ledger.tick_count
-        ledger.damaged = {
+        tick_count = int(meta.get("tick_count", 0))
+        store.tick = tick_count
+        # The population writes the flag with each row: it holds the ledger's set.
+        store.damaged = {
             str(i) for (i,) in self.conn.execute("SELECT id FROM entries WHERE damaged = 1")
         }
-        store.damaged = ledger.damaged
-        if self.kind == "sqlite":
-            ledger._set_pending(self._open_tickets)  # read when first needed
-        else:  # PostgreSQL: in this read's snapshot
-            ledger._set_pending(self._open_tickets())
-        ledger._needs_snapshot = False
+        self.store = store
         self._seen = int(meta.get("version", 0))
+        return Loaded(
+            store=store,
+            tick_count=tick_count,
+            # SQLite: read when first needed; PostgreSQL: in this read's snapshot
+            tickets=self._open_tickets if self.kind == "sqlite" else list(self._open_tickets()),
+            damaged=store.damaged,
+            needs_snapshot=False,
+            recorded_retriever=self.recorded_retriever,
+        )
 
-    def _read_changes(self, ledger: Ledger, version: int) -> None:
-        from .sqlstore import SqlStore
-
-        store = ledger.store
-        assert isinstance(store, SqlStore)
+    def _read_changes(self, version: int, tickets: bool) -> Refreshed:
+        """What other processes wrote since version ``_seen``; the open tickets changed
+        only when the ledger has read its tickets (``tickets``)."""
+        store = self.store
+        assert store is not None
         changed = []
+        damaged: dict[str, bool] = {}
         for entry_id, dmg in self.conn.execute(
             "SELECT id, damaged FROM entries WHERE version > ?", (self._seen,)
         ):
             changed.append(entry_id)
-            if dmg:
-                ledger.damaged.add(entry_id)
-            else:
-                ledger.damaged.discard(entry_id)
-        if ledger._pending_loaded():  # else the first read sees the store as it is then
-            for ticket_id, is_open, data in self.conn.execute(
-                "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
-            ):
-                ledger._close_ticket(ticket_id)
-                if is_open:
-                    ledger._open_ticket(self._ticket(data))
+            damaged[entry_id] = bool(dmg)
+        written: list[tuple[str, Ticket | None]] | None = None
+        if tickets:  # else the first read sees the store as it is then
+            written = [
+                (ticket_id, self._ticket(data) if is_open else None)
+                for ticket_id, is_open, data in self.conn.execute(
+                    "SELECT id, open, data FROM tickets WHERE version > ?", (self._seen,)
+                )
+            ]
         meta = self._meta()
-        ledger.tick_count = int(meta.get("tick_count", 0))
-        if store.tick != ledger.tick_count:
+        tick_count = int(meta.get("tick_count", 0))
+        if store.tick != tick_count:
             store.forget_cached()
-            store.tick = ledger.tick_count
+            store.tick = tick_count
         else:
             store.forget_cached(changed)
         self._seen = version
+        return Refreshed(tick_count=tick_count, damaged=damaged, tickets=written)
 
     def _current_version(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
@@ -418,43 +429,41 @@ class SqliteBackend:
         self._refuse_foreign_objects()
         self._schema_cookie = cookie
 
-    def _sync(self, ledger: Ledger) -> None:
+    def _sync(self, view: View) -> Loaded | Refreshed | None:
         self._check_schema()
-        trim = getattr(ledger.store, "trim_cache", None)
-        if trim is not None:
-            trim()
-        if getattr(ledger, "_stale", False) or self._seen < 0:
-            self._read_all(ledger)
-            ledger._stale = False
-            return
+        if self.store is not None:
+            self.store.trim_cache()
+        if view.stale or self._seen < 0:
+            return self._read_all(lambda _recorded: view.retriever)
         version = self._current_version()
         if version != self._seen:
-            self._read_changes(ledger, version)
+            return self._read_changes(version, view.tickets_read)
+        return None
 
-    def load(self, ledger: Ledger) -> None:
+    def load(self, pick: PickRetriever) -> Loaded:
         try:
             self.conn.execute("BEGIN")
             try:
-                self._read_all(ledger)
+                return self._read_all(pick)
             finally:
                 self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._raise(exc, "read the store")
+            raise self._error(exc, "read the store") from None
 
-    def refresh(self, ledger: Ledger) -> None:
+    def refresh(self, view: View) -> Loaded | Refreshed | None:
         try:
             self.conn.execute("BEGIN")
             try:
-                self._sync(ledger)
+                return self._sync(view)
             finally:
                 self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._raise(exc, "read the store")
+            raise self._error(exc, "read the store") from None
 
     # -- writing -----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self, ledger: Ledger, changes: Changes) -> Iterator[None]:
+    def transaction(self, changes: Changes, view: View) -> Iterator[Loaded | Refreshed | None]:
         sync = "NORMAL" if changes.relaxed else "FULL"
         if sync != self._synchronous:
             # WAL + NORMAL: the commit is not fsynced; the next FULL commit syncs it too.
@@ -463,39 +472,33 @@ class SqliteBackend:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._raise(exc, "start a write")
-        from .sqlstore import SqlStore
-
+            raise self._error(exc, "start a write") from None
         try:
-            self._sync(ledger)  # (a stale ledger gets a store of its own here)
+            seen = self._sync(view)  # (a stale view gets a store of its own here)
             self.txn_version = self._seen + 1  # _sync left _seen at the store's version
-            store = ledger.store
-            assert isinstance(store, SqlStore)
+            store = self.store
+            assert store is not None
             store.reset_sums()  # another process may have changed them since
-            ledger._begin_journal(changes)
-            yield
+            yield seen
             if changes.events or changes.touched or changes.opened or changes.closed:
-                self._write(ledger, changes)
+                self._write(changes)
             store.save_sums()
             store.reset_sums()
             self.conn.execute("COMMIT")
         except BaseException as exc:
-            if isinstance(ledger.store, SqlStore):
-                ledger.store.reset_sums()
-            ledger._stale = True
+            if self.store is not None:
+                self.store.reset_sums()
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                self._raise(exc, "write the store")
+                raise self._error(exc, "write the store") from None
             raise
 
-    def _write(self, ledger: Ledger, changes: Changes) -> None:
-        from .sqlstore import SqlStore
-
+    def _write(self, changes: Changes) -> None:
         version = self.txn_version
-        store = ledger.store
-        assert isinstance(store, SqlStore)
-        store.damaged = ledger.damaged
+        store = self.store
+        assert store is not None
+        store.damaged = changes.damaged
         store.flush(changes.touched)
         self.conn.executemany(
             "INSERT OR REPLACE INTO tickets (id, open, born_tick, data, version) "
@@ -550,7 +553,7 @@ class SqliteBackend:
             apply_sql(self.conn, changes.events, postgres=self.kind == "postgres")
         meta = {
             "version": version,
-            "tick_count": ledger.tick_count,
+            "tick_count": changes.tick_count,
             "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
         }
         self.conn.executemany(
@@ -585,7 +588,7 @@ class SqliteBackend:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._raise(exc, "start a write")
+            raise self._error(exc, "start a write") from None
         try:
             yield
             self.conn.execute("COMMIT")
@@ -630,15 +633,16 @@ class SqliteBackend:
         for (data,) in cursor:
             yield unpack_record(loads(data))
 
-    def organic_rows(self, ledger: Ledger) -> Any:
+    def organic_rows(self, _ledger: object = None) -> Any:
         """The organic layer's links and per-entry state (``organic_rows.Rows``), as
-        this connection sees them (inside a write: as the write found them)."""
+        this connection sees them (inside a write: as the write found them; the
+        argument, once the ledger, is not used)."""
         from .organic_rows import read_sql
 
         try:
             return read_sql(self.conn)
         except sqlite3.Error as exc:
-            self._raise(exc, "read the organic layer")
+            raise self._error(exc, "read the organic layer") from None
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):

@@ -368,15 +368,13 @@ def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
     """``set-retriever NAME``: record the new choice and embed every living entry."""
     from ..ledger import Ledger
     from ..retrieval.named import make_retriever
-    from ..store import MemoryStore
 
     retriever = make_retriever(args.name)  # without the extra: fails before opening
     with Ledger.open(args.memory, resource_scale=args.scale, create=False) as ledger:
         backend = ledger.backend
         assert backend is not None
         previous = getattr(backend, "recorded_retriever", None)
-        ledger.store = MemoryStore(retriever=retriever)
-        backend.load(ledger)  # indexed by the new retriever
+        ledger.reload(retriever)  # indexed by the new retriever
         entries = list(ledger.store.alive())
         embedded = 0
         warm = getattr(retriever, "warm", None)
@@ -392,7 +390,7 @@ def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
                     file=sys.stderr,
                     flush=True,
                 )
-        backend.record_retriever(args.name, retriever.dump_state())  # type: ignore[attr-defined]
+        backend.record_retriever(args.name, retriever.dump_state())
     return {
         "retriever": args.name,
         "previous": previous or "lexical",
