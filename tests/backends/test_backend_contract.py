@@ -439,3 +439,46 @@ def test_no_backend_reaches_into_the_ledger() -> None:
 def test_replay_and_transfer_read_the_ledger_through_public_names() -> None:
     found = [r for name in ("replay.py", "transfer.py") for r in _ledger_reaches(SRC / name)]
     assert [r for r in found if " reads " in r] == []
+
+
+# -- what a reader that follows the store (the dashboard) asks of a backend ----------
+
+
+@_durable(DURABLE)
+def test_the_version_token_moves_with_another_writer(
+    opener: Callable[[], Ledger], location: str
+) -> None:
+    reader, writer = opener(), opener()
+    assert reader.backend is not None
+    before = reader.backend.version_token()
+    assert reader.backend.version_token() == before  # reading moves nothing
+    writer.add(CACHE_Q, CACHE_A)
+    writer.close()
+    assert reader.backend.version_token() != before
+
+
+@_durable(["sqlite", "postgres"])
+def test_events_after_follows_the_journal(opener: Callable[[], Ledger]) -> None:
+    ledger = opener()
+    assert ledger.backend is not None
+    ledger.add(CACHE_Q, CACHE_A)
+    found = ledger.backend.events_after(0)
+    assert found is not None
+    top, first = found
+    assert [seq for seq, _ in first] == sorted(seq for seq, _ in first)
+    assert first[-1][0] == top and first[-1][1]["event"] == "add"
+    ledger.decide(CACHE_Q)
+    found = ledger.backend.events_after(top)
+    assert found is not None
+    later_top, later = found
+    assert later_top > top
+    assert [event["event"] for _, event in later] == ["decide"]
+
+
+@_durable(["json"])
+def test_a_json_journal_is_read_whole(opener: Callable[[], Ledger]) -> None:
+    ledger = opener()
+    assert ledger.backend is not None
+    ledger.add(CACHE_Q, CACHE_A)
+    assert ledger.backend.events_after(0) is None
+    assert [e["event"] for e in ledger.events()][-1] == "add"

@@ -252,5 +252,21 @@ class JsonBackend:
 
         return read_block(self.store.payload_extra.get(BLOCK_KEY))
 
+    def events_after(self, seq: int) -> None:
+        """A JSON store's journal is a file read whole (``events``): None."""
+        return None
+
+    def version_token(self) -> str:
+        """A token that changes whenever any process writes the store: the store
+        file's and its journal's identity, size and modification time."""
+        parts = []
+        for path in (self.path, self.journal.path):
+            try:
+                st = os.stat(path)
+                parts.append(f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}")
+            except FileNotFoundError:
+                parts.append("-")
+        return "f" + "/".join(parts)
+
     def close(self) -> None:
         return None

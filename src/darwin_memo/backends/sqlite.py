@@ -633,6 +633,43 @@ class SqliteBackend:
         for (data,) in cursor:
             yield unpack_record(loads(data))
 
+    def events_after(self, seq: int) -> tuple[int, list[tuple[int, Any]]] | None:
+        """The journal's last sequence number and the ``(seq, event)`` pairs after
+        ``seq``, oldest first (an unreadable event is None), for a reader that follows
+        the journal (the dashboard). A last number below ``seq`` means the journal was
+        replaced: read it again from 0."""
+        with self._translated("read the journal"):
+            top = self.conn.execute("SELECT MAX(seq) FROM events").fetchone()[0] or 0
+            rows = self.conn.execute(
+                "SELECT seq, data FROM events WHERE seq > ? ORDER BY seq", (seq,)
+            ).fetchall()
+        out: list[tuple[int, Any]] = []
+        for number, data in rows:
+            try:
+                event = unpack_record(loads(data))
+            except ValueError:
+                event = None
+            out.append((int(number), event))
+        return int(top), out
+
+    def version_token(self) -> str:
+        """A token that changes whenever any process writes the store (its version
+        counter)."""
+        with self._translated("read the store's version"):
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        return f"v{row[0] if row else 0}"
+
+    @contextlib.contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        """The driver's errors raised inside become the store's own (``translate``)."""
+        try:
+            yield
+        except Exception as exc:
+            error = self.translate(exc, doing)
+            if error is None:
+                raise
+            raise error from exc
+
     def organic_rows(self, _ledger: object = None) -> Any:
         """The organic layer's links and per-entry state (``organic_rows.Rows``), as
         this connection sees them (inside a write: as the write found them; the

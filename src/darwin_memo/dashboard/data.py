@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -45,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import is_postgres_url
-from ..backends.journal import event_log_path, unpack_record
 from ..backends.pages import FLAGS, SORT_KEYS
 from ..ledger import Ledger
 from ..observe import (
@@ -278,19 +276,6 @@ class StoreView:
     # -- plumbing ------------------------------------------------------------------
 
     @property
-    def sql(self) -> sqlite3.Connection | None:
-        """The SQLite connection when the store is SQLite (read-only use only)."""
-        conn = getattr(self.ledger.backend, "conn", None)
-        return conn if isinstance(conn, sqlite3.Connection) else None
-
-    @property
-    def journal(self) -> Any:
-        """A connection whose ``events`` table can be read incrementally (SQLite, PostgreSQL)."""
-        if self.backend_kind == "postgres":
-            return getattr(self.ledger.backend, "conn", None)
-        return self.sql
-
-    @property
     def backend_kind(self) -> str:
         return str(getattr(self.ledger.backend, "kind", "unknown"))
 
@@ -302,7 +287,7 @@ class StoreView:
         """A token that changes whenever any process writes the store."""
         with self.lock:
             self.ledger.refresh()
-            self._version = version_token(self.ledger, self.path)
+            self._version = version_token(self.ledger)
             return self._version
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -331,22 +316,18 @@ class StoreView:
         """The whole journal, oldest first (read incrementally on SQLite)."""
         with self.lock:
             version = self.version()
-            conn = self.journal
-            if conn is None:
+            backend = self.ledger.backend
+            found = backend.events_after(self._events_seq) if backend is not None else None
+            if found is None:  # a journal read whole (JSON, in memory)
                 if version != self._events_version:
                     self._events = ledger_events(self.ledger)
                     self._events_version = version
                 return self._events
-            top = conn.execute("SELECT MAX(seq) FROM events").fetchone()[0] or 0
-            if top < self._events_seq:  # the store was replaced under us
+            top, fresh = found
+            if top < self._events_seq and backend is not None:  # the store was replaced
                 self._events, self._events_seq = [], 0
-            for seq, data in conn.execute(
-                "SELECT seq, data FROM events WHERE seq > ? ORDER BY seq", (self._events_seq,)
-            ):
-                try:
-                    record = unpack_record(json.loads(data))
-                except ValueError:
-                    record = None
+                top, fresh = backend.events_after(0) or (0, [])
+            for seq, record in fresh:
                 if isinstance(record, dict):
                     self._events.append(record)
                 self._events_seq = seq
@@ -362,8 +343,7 @@ class StoreView:
     def _summary(self) -> JsonDict:
         ledger = self.ledger
         store = ledger.store
-        conn = self.sql
-        if conn is not None:
+        if self.backend_kind == "sqlite":
             exact_balances = getattr(store, "exact_balances", None)
             balances = exact_balances() if exact_balances is not None else None
             if balances is not None:  # the running sums (schema 10): no scan
@@ -568,23 +548,11 @@ def store_ref(memory: str | Path) -> str | Path:
     return Path(memory)
 
 
-def version_token(ledger: Ledger, path: str | Path) -> str:
-    """What changes when the store changes: the version counter (SQLite, PostgreSQL),
-    else file stats."""
-    conn = getattr(ledger.backend, "conn", None)
-    sql = isinstance(conn, sqlite3.Connection) or getattr(ledger.backend, "kind", "") == "postgres"
-    if conn is not None and sql:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-        return f"v{row[0] if row else 0}"
-    path = Path(path)
-    parts = []
-    for p in (path, event_log_path(path)):
-        try:
-            st = os.stat(p)
-            parts.append(f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}")
-        except FileNotFoundError:
-            parts.append("-")
-    return "f" + "/".join(parts)
+def version_token(ledger: Ledger) -> str:
+    """What changes when the store changes (the backend's ``version_token``)."""
+    if ledger.backend is None:
+        return "m" + str(ledger.store.version)
+    return ledger.backend.version_token()
 
 
 # -- doctor, in the background ---------------------------------------------------------
