@@ -16,6 +16,13 @@ store's backend (SQLite by default, or the published JSON file format), which
 first brings this process's view up to date with what other processes wrote.
 A ledger built on an in-memory ``MemoryStore`` behaves like the published one:
 nothing is written until ``save``.
+
+At about 1,300 lines this module is long on purpose: it is the published ``Ledger``
+facade, and each of its operations (decide, settle, abandon, tick, add, import, forget,
+pin) is one transaction whose validation, escrow checks, credit and notes must be read
+together to see that the books balance. The parts that stand alone live elsewhere: the
+rules in ``economy``, the records in ``records``, storage behind ``backends.interface``,
+the journal in ``backends.journal``, verification in ``replay``.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from os import PathLike
 
-    from .store import MemoryStore
+    from .backends.interface import Population
 
 __all__ = [
     "MOVERS",
@@ -150,7 +150,7 @@ def _fresh(ledger: Ledger) -> None:
 # -- top ---------------------------------------------------------------------------
 
 
-def top_row(entry: MemoryEntry, tick: int, store: MemoryStore) -> JsonDict:
+def top_row(entry: MemoryEntry, tick: int, store: Population) -> JsonDict:
     """One ``top --json`` row for a living ``entry`` of ``store``, seen at ledger ``tick``."""
     return {
         "id": entry.id,
@@ -234,7 +234,7 @@ def entry_status(ledger: Ledger, entry_id: str) -> str | None:
     return _store_status(ledger.store, entry_id)
 
 
-def _store_status(store: MemoryStore, entry_id: str) -> str | None:
+def _store_status(store: Population, entry_id: str) -> str | None:
     """``entry_status`` read from a store alone (an heir found as ``Ledger.heir_of`` does)."""
     if store.get(entry_id) is not None:
         return "living"
@@ -368,7 +368,7 @@ def _culled(events: Sequence[JsonDict]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def audit_digest(events: Sequence[JsonDict], store: MemoryStore | None = None) -> JsonDict:
+def audit_digest(events: Sequence[JsonDict], store: Population | None = None) -> JsonDict:
     """The ``audit --json`` digest of a window of journal records.
 
     Movers' ``question`` and ``status`` come from ``store`` when given (it knows
@@ -499,7 +499,7 @@ def timeline(events: Sequence[JsonDict]) -> list[JsonDict]:
     return rows
 
 
-def economics(events: Sequence[JsonDict], store: MemoryStore) -> JsonDict:
+def economics(events: Sequence[JsonDict], store: Population) -> JsonDict:
     """Resource delta over decisions, energy moved by settlements, upkeep paid, population.
 
     Upkeep is exact (the sum of the ticks' ``upkeep_charged``) only when every tick

@@ -59,7 +59,10 @@ from urllib.parse import quote
 from .backends.jsonfile import replace_file
 from .errors import DarwinMemoError, StoreNotFound
 from .records.entry import EntryKind, MemoryEntry
-from .store import MemoryStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .backends.interface import Population
 
 __all__ = [
     "BEGIN_PREFIX",
@@ -167,7 +170,7 @@ def inline_text(text: str) -> str:
     return collapsed
 
 
-def ranked_living(store: MemoryStore) -> list[MemoryEntry]:
+def ranked_living(store: Population) -> list[MemoryEntry]:
     """Entries a render may show, best first: positive balance, not on probation.
 
     Sorted by ``(-energy, id)``. Probationary imports are left out: a memory file

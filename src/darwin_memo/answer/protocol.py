@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from ..economy.merge import DEFAULT_MERGE_THRESHOLD
 from ..records.entry import EntryKind
 from ..retrieval.temporal import render_consult
-from ..store import MemoryStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backends.interface import Population
 
 __all__ = ["ProtocolAnswer", "QueryProtocol"]
 
@@ -59,7 +62,7 @@ class QueryProtocol:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Population,
         client: object | None = None,
         conflict_threshold: float = DEFAULT_MERGE_THRESHOLD,
         refuse_unparseable: bool = False,

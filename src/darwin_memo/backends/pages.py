@@ -30,7 +30,7 @@ from ..records.entry import MemoryEntry
 from ..retrieval.lexical import tokenize
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from .interface import Population
     from .sqlstore import SqlStore
 
 __all__ = [
@@ -116,7 +116,7 @@ def matches(entry: MemoryEntry, request: PageRequest) -> bool:
     return needle in entry.question.lower() or needle in entry.answer.lower()
 
 
-def sort_key(store: MemoryStore, key: str) -> Callable[[MemoryEntry], Any]:
+def sort_key(store: Population, key: str) -> Callable[[MemoryEntry], Any]:
     """What living entries sort by under ``key`` (before the id that breaks ties)."""
     if key == "balance":
         return lambda e: e.energy

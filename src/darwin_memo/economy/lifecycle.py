@@ -19,7 +19,7 @@ from . import rules as economy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..backends.interface import Population
     from .config import SurvivalConfig
 
 __all__ = ["advance_lifecycle", "assign_credit", "death_cause", "is_silent"]
@@ -37,7 +37,7 @@ def is_silent(answer_text: str, deciding: str | None, supporting: Sequence[str])
 
 @keyword_aliases(deciding="deciding_entry", supporting="supporting_entries")
 def assign_credit(
-    store: MemoryStore,
+    store: Population,
     deciding_entry: str | None,
     supporting_entries: Sequence[str],
     delta: float,
@@ -81,7 +81,7 @@ def assign_credit(
 
 @keyword_aliases(deciding="deciding_entry")
 def advance_lifecycle(
-    store: MemoryStore,
+    store: Population,
     applied: Sequence[tuple[str, float]],
     delta: float,
     deciding_entry: str | None,

@@ -27,7 +27,10 @@ from typing import Protocol
 
 from ..records.entry import MemoryEntry
 from ..retrieval.lexical import HashingEmbedder
-from ..store import MemoryStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backends.interface import Population
 
 __all__ = [
     "AssociativeGraph",
@@ -215,7 +218,7 @@ class AssociativeGraph:
 
 
 def build_graph(
-    store: MemoryStore, embedder: Embedder | None = None, backend: Backend | None = None
+    store: Population, embedder: Embedder | None = None, backend: Backend | None = None
 ) -> AssociativeGraph:
     """A graph over the store's living population, in the store's order."""
     graph = AssociativeGraph(embedder, backend)
@@ -224,7 +227,7 @@ def build_graph(
 
 
 def store_related(
-    store: MemoryStore,
+    store: Population,
     entry_id: str,
     k: int = 5,
     embedder: Embedder | None = None,

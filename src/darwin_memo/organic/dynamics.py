@@ -23,13 +23,13 @@ import math
 import statistics
 
 from ..records.entry import MemoryEntry
-from ..store import MemoryStore
 from .activation import BUMP_TO, DECAY_FACTOR, ActivationState, surface
 from .associative import AssociativeGraph, Backend, Embedder, build_graph
 from .importance import EarnedImportance, clamp01
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..backends.interface import Population
     from ..ledger import Ledger
 
 __all__ = [
@@ -129,7 +129,7 @@ class OrganicMemory:
     """
 
     def __init__(
-        self, store: MemoryStore, embedder: Embedder | None = None, backend: Backend | None = None
+        self, store: Population, embedder: Embedder | None = None, backend: Backend | None = None
     ) -> None:
         self.store = store
         self.graph: AssociativeGraph = build_graph(store, embedder, backend)
@@ -142,7 +142,7 @@ class OrganicMemory:
         self._rows_version: object | None = None
         # The store ``sync`` last followed and its mark then (``_mark``): a read of a
         # store that has not moved since costs no pass over the population.
-        self._synced_store: MemoryStore | None = store
+        self._synced_store: Population | None = store
         self._synced_mark: object | None = self._mark()
         # The importance peaks (``EarnedImportance.peaks``) and what they were computed
         # from: (store, mark, recall counts, their change count), kept while none moves.
@@ -249,7 +249,7 @@ class OrganicMemory:
         return version if isinstance(version, int) else None
 
     def _changed_since(
-        self, store: MemoryStore, since: object | None, mark: object | None
+        self, store: Population, since: object | None, mark: object | None
     ) -> list[str] | None:
         """Ids that may have joined or left ``store`` since ``since``; None: walk it."""
         if store is not self._synced_store or since is None or mark is None:
@@ -259,7 +259,8 @@ class OrganicMemory:
 
             return entries_written_since(self.ledger.backend, since)
         assert isinstance(since, int)
-        return store.population_since(since)
+        population_since = getattr(store, "population_since", None)  # ``MemoryStore``'s
+        return population_since(since) if population_since is not None else None
 
     def _follow(self, changed: list[str]) -> None:
         """Apply joins and departures: each id is looked up in the store once."""

@@ -20,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..economy.rules import MIN_UPKEEP_SCALE, SPAWN_ENERGY
-from ..store import MemoryStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backends.interface import Population
 
 __all__ = [
     "CENTRALITY_WEIGHT",
@@ -75,12 +78,12 @@ class EarnedImportance:
         if self._recalls.pop(entry_id, None) is not None:
             self.changes += 1
 
-    def peak_recalls(self, store: MemoryStore) -> int:
+    def peak_recalls(self, store: Population) -> int:
         """The most recalls of an entry in the store's population (0 if none): a pass
         over the recalled entries only."""
         return max((n for i, n in self._recalls.items() if i in store), default=0)
 
-    def peaks(self, store: MemoryStore) -> tuple[int, float]:
+    def peaks(self, store: Population) -> tuple[int, float]:
         """The two parts' denominators: the most recalls of an entry in the store's
         population, and the population's largest credit (``energy - 1.0``; may be
         negative, then no credit counts). One pass over the population."""
@@ -91,7 +94,7 @@ class EarnedImportance:
 
     def scores(
         self,
-        store: MemoryStore,
+        store: Population,
         centrality: Mapping[str, float] | None = None,
         *,
         ids: Iterable[str] | None = None,
@@ -122,7 +125,7 @@ class EarnedImportance:
         return out
 
     def upkeep_scale(
-        self, store: MemoryStore, centrality: Mapping[str, float] | None = None
+        self, store: Population, centrality: Mapping[str, float] | None = None
     ) -> dict[str, float]:
         """Per-entry upkeep multiplier ``max(0.25, 1 - 0.5 * importance)``."""
         return {

@@ -43,13 +43,13 @@ if TYPE_CHECKING:
 
     K = TypeVar("K", bound=Hashable)
 
-    from ..store import MemoryStore
+    from ..backends.interface import Population
     from .lexical import LexicalRetriever
 
 __all__ = ["consolidate", "merge_groups"]
 
 
-def _candidates(store: MemoryStore, exclude: Collection[str]) -> list[MemoryEntry]:
+def _candidates(store: Population, exclude: Collection[str]) -> list[MemoryEntry]:
     candidates = [
         e
         for e in store.alive()
@@ -68,7 +68,7 @@ def _joins(anchor: MemoryEntry, other: MemoryEntry, source_policy: str, shared: 
 
 
 def _group_batches(
-    store: MemoryStore,
+    store: Population,
     threshold: float,
     exclude: Collection[str],
     source_policy: str,
@@ -89,7 +89,7 @@ def _group_batches(
 
 
 def _groups_indexed(
-    store: MemoryStore,
+    store: Population,
     retriever: LexicalRetriever,
     threshold: float,
     exclude: Collection[str],
@@ -173,7 +173,7 @@ class MergeCandidates:
 
 
 def _read_candidates(
-    store: MemoryStore,
+    store: Population,
     retriever: LexicalRetriever,
     exclude: Collection[str],
     need_sources: bool,
@@ -207,7 +207,7 @@ def _joins_sources(
 
 
 def _gather(
-    store: MemoryStore,
+    store: Population,
     retriever: LexicalRetriever,
     threshold: float,
     exclude: Collection[str],
@@ -1062,7 +1062,7 @@ BOUNDED_CANDIDATES = 16
 
 
 def _groups_pairwise(
-    store: MemoryStore, threshold: float, exclude: Collection[str], source_policy: str
+    store: Population, threshold: float, exclude: Collection[str], source_policy: str
 ) -> list[list[MemoryEntry]]:
     candidates = _candidates(store, exclude)
     consumed: set[str] = set()
@@ -1091,7 +1091,7 @@ def _groups_pairwise(
 
 
 def merge_groups(
-    store: MemoryStore,
+    store: Population,
     cycle: int,
     threshold: float = DEFAULT_MERGE_THRESHOLD,
     exclude: Collection[str] = frozenset(),
@@ -1114,7 +1114,7 @@ def merge_groups(
 
 
 def _merge_groups(
-    store: MemoryStore,
+    store: Population,
     cycle: int,
     threshold: float,
     exclude: Collection[str],
@@ -1146,7 +1146,7 @@ def _merge_groups(
 
 
 def consolidate(
-    store: MemoryStore,
+    store: Population,
     cycle: int,
     threshold: float = DEFAULT_MERGE_THRESHOLD,
     exclude: Collection[str] = frozenset(),

@@ -22,7 +22,7 @@ from ..retrieval.simjoin import merge_groups
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the ledger imports this module; keep its start-up light
-    from ..store import MemoryStore
+    from ..backends.interface import Population
     from .environments import Environment
 
 __all__ = [
@@ -85,7 +85,7 @@ class SurvivalLoop:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Population,
         env: Environment,
         protocol: QueryProtocol | None = None,
         config: SurvivalConfig | None = None,
