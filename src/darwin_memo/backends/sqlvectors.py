@@ -123,9 +123,9 @@ class StoredVectors:
         self.stored: dict[str, str] = {}
         #: Ids of rows to delete at the next write (entries no longer living).
         self.stale: set[str] = set()
-        #: Entries embedded by this population's searches (what the table spared the
-        #: others shows as entries not embedded).
-        self.embedded = 0
+        #: Living entries whose vector the retriever cached and the table lacks, by id:
+        #: what the next write writes.
+        self.unsaved: dict[str, MemoryEntry] = {}
 
     def _has_table(self) -> bool:
         found = self.conn.execute(
@@ -143,17 +143,26 @@ class StoredVectors:
         model = _model(dense) if dense is not None else None
         if dense is None or model is None:
             return
-        if not self._has_table():  # dropped: everything is embedded, kept at the next write
-            self.model, self.stored, self.stale = model, {}, set()
-        else:
-            missing = [e for e in living if dense.cached_vector(e.id) is None]
-            if model != self.model:  # the first search: every row of the model
-                self.model, self.stored, self.stale = model, {}, set()
+        fresh = model != self.model or not self._has_table()
+        if fresh:  # the first search (or the table was dropped): every row of the model
+            self.model, self.stored, self.stale, self.unsaved = model, {}, set(), {}
+            if self._has_table():
                 self._read(dense, model, living, None)
-            elif missing:  # later: the rows of entries first seen since
+            missing = []
+            for entry in living:
+                if dense.cached_vector(entry.id) is None:
+                    missing.append(entry)
+                elif entry.id not in self.stored:  # cached before: kept at the next write
+                    self.unsaved[entry.id] = entry
+        else:  # later: the rows of entries first seen since
+            missing = [e for e in living if dense.cached_vector(e.id) is None]
+            if missing:
                 self._read(dense, model, missing, [e.id for e in missing])
-        if embed:
-            self._embed(dense, [e for e in living if dense.cached_vector(e.id) is None])
+                missing = [e for e in missing if dense.cached_vector(e.id) is None]
+        if embed and missing:
+            self._embed(dense, missing)
+        # What gets a vector (here, or from the caller: set-retriever) is written next.
+        self.unsaved.update((e.id, e) for e in missing)
 
     def _read(
         self,
@@ -188,10 +197,10 @@ class StoredVectors:
                 continue
             if dims != self.dims or digest != text_hash(entry.text):
                 continue  # another text or length: embedded again, the row replaced
+            vector = decode_vector(blob, dims)
+            if vector is None:
+                continue  # damaged: embedded again (or the cached one kept), the row replaced
             if dense.cached_vector(entry_id) is None:
-                vector = decode_vector(blob, dims)
-                if vector is None:
-                    continue  # damaged: embedded again, the row replaced
                 dense.adopt(entry_id, vector)
             self.stored[entry_id] = digest
 
@@ -201,16 +210,16 @@ class StoredVectors:
             return
         batch = getattr(dense.embed, "batch", None)
         try:
-            self.embedded += dense.warm(todo, batch)
+            dense.warm(todo, batch)
         except ValueError:  # a batch the embedder refused: one by one, skipping the unusable
-            self.embedded += dense.warm(todo)
+            dense.warm(todo)
 
     # -- writing ----------------------------------------------------------------------
 
     def save(self, retriever: Any, held: Mapping[str, MemoryEntry], dead: Iterable[str]) -> int:
         """Inside a write transaction: delete the rows of ``dead`` entries and of the
         entries found no longer living, and write the vectors the retriever cached
-        for ``held`` living entries that the table lacks. Returns how many it wrote."""
+        that the table lacks, of the living entries in ``held``. Returns how many."""
         conn = self.conn
         gone = set(dead) | self.stale
         if gone and self._has_table():
@@ -218,15 +227,17 @@ class StoredVectors:
                 conn.executemany("DELETE FROM vectors WHERE entry_id = ?", [(i,) for i in gone])
             for entry_id in gone:
                 self.stored.pop(entry_id, None)
+                self.unsaved.pop(entry_id, None)
         self.stale = set()
         dense = dense_part(retriever)
         model = self.model
         if dense is None or model is None or model != _model(dense):
             return 0  # nothing read for this model yet: nothing known to be missing
         rows = []
-        for entry_id, entry in held.items():
-            if entry_id in self.stored:
-                continue
+        for entry_id, entry in list(self.unsaved.items()):
+            if entry_id not in held:
+                continue  # not in hand now (a later write takes it)
+            del self.unsaved[entry_id]
             vector = dense.cached_vector(entry_id)
             if vector is None or (self.dims is not None and len(vector) != self.dims):
                 continue
