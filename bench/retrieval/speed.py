@@ -11,6 +11,18 @@ through the retriever's own ``load_state``. Queries are LoCoMo questions, embedd
 live on every decide (as a host process does). Reported: in-process
 ``Ledger.decide`` wall time p50 / p95 (each answered ticket abandoned outside the
 timing), and how many turns per second ``SentenceEmbedder.batch`` embeds.
+
+``--oneshot`` measures instead what an agent's one-shot ``darwin-memo ledger
+STORE decide QUESTION`` costs on a SQLite store of ``--sizes``' first size that
+recorded the ``hybrid`` retriever: each call a new process that loads the model
+and reads the store's kept vectors (``backends/sqlvectors.py``; the vectors are
+written as such a store keeps them: the turns' nudged vectors, above), and where
+that time goes (Python and imports, opening, reading the living rows, reading the
+vectors, loading the model, the search, the rest of the decide). ``--before N``
+also times N calls on a copy whose ``vectors`` table is empty, as every call was
+before the store kept vectors (each embedded every entry).
+
+    python bench/retrieval/speed.py --oneshot --sizes 10000 --before 1
 """
 
 from __future__ import annotations
@@ -96,6 +108,149 @@ def decide_latency(
     }
 
 
+#: Where a one-shot decide's time goes, timed step by step in a fresh process.
+_PHASES = """
+import json, sys, time
+t0 = time.perf_counter()
+from darwin_memo.cli import main  # what the command imports first
+from darwin_memo.ledger import Ledger
+t1 = time.perf_counter()
+ledger = Ledger.open(sys.argv[1], create=False)
+t2 = time.perf_counter()
+living = ledger.store.alive()
+t3 = time.perf_counter()
+ledger.store.ready_vectors(living, embed=False)
+t4 = time.perf_counter()
+ledger.store.retriever.dense.embed._load()
+t5 = time.perf_counter()
+ledger.store.retrieve(sys.argv[2], 3)
+t6 = time.perf_counter()
+ledger.decide(sys.argv[2])
+t7 = time.perf_counter()
+ledger.close()
+print(json.dumps({"imports": t1 - t0, "open": t2 - t1, "read_rows": t3 - t2,
+                  "read_vectors": t4 - t3, "model_load": t5 - t4, "search": t6 - t5,
+                  "decide_again": t7 - t6}))
+"""
+
+
+def _write_vectors(path: Path, entries: list[MemoryEntry], vectors: list[Any]) -> None:
+    """Fill the store's ``vectors`` table as a store that embedded its entries does."""
+    import sqlite3
+    from array import array
+
+    from darwin_memo.backends.sqlvectors import encode_vector, text_hash
+    from darwin_memo.semantic import MODEL_ID
+
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+                [
+                    (e.id, MODEL_ID, len(v), text_hash(e.text), encode_vector(array("d", v)))
+                    for e, v in zip(entries, vectors, strict=True)
+                ],
+            )
+    finally:
+        conn.close()
+
+
+def _cli_decide(path: Path, question: str) -> float:
+    """Seconds one ``darwin-memo ledger PATH decide QUESTION`` process takes."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "src"))
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "darwin_memo", "ledger", str(path), "decide", question],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    return time.perf_counter() - started
+
+
+def oneshot(
+    size: int,
+    turns: list[locomo.Turn],
+    vectors: list[list[float]],
+    questions: list[str],
+    before: int,
+) -> dict[str, Any]:
+    """One-shot decides on a SQLite store of ``size`` entries (see the module docstring)."""
+    import shutil
+    import sqlite3
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    rng = np.random.default_rng(size)
+    base = np.asarray(vectors, dtype=np.float64)
+    entries: list[MemoryEntry] = []
+    nudged: list[list[float]] = []
+    for i in range(size):
+        turn = turns[i % len(turns)]
+        entry = locomo.entry_for(turn, captions=False)
+        if i >= len(turns):
+            suffix = f" (copy {i // len(turns)})"
+            entry = MemoryEntry(entry.question + suffix, entry.answer, sources=entry.sources)
+        entries.append(entry)
+        v = base[i % len(turns)] + rng.normal(0.0, 0.02, base.shape[1])
+        nudged.append((v / np.linalg.norm(v)).tolist())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "oneshot.db"
+        with Ledger.open(path, retriever="hybrid") as ledger:
+            ledger.import_entries(entries, source="bench", probation=0)
+        _write_vectors(path, entries, nudged)
+        env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "src"))
+        python = []
+        for _ in range(3):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
+            python.append(time.perf_counter() - started)
+        wall = [_cli_decide(path, q) for q in questions]
+        phases = [
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", _PHASES, str(path), q],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                ).stdout
+            )
+            for q in questions[:3]
+        ]
+        report: dict[str, Any] = {
+            "entries": size,
+            "decides": len(wall),
+            "oneshot_ms_p50": round(statistics.median(wall) * 1e3),
+            "oneshot_ms_max": round(max(wall) * 1e3),
+            "python_start_ms": round(statistics.median(python) * 1e3),
+            "phases_ms_p50": {
+                name: round(statistics.median(p[name] for p in phases) * 1e3, 1)
+                for name in phases[0]
+            },
+            "store_mb": round(path.stat().st_size / 2**20, 1),
+        }
+        if before:
+            bare = Path(tmp) / "bare.db"
+            took = []
+            for q in questions[:before]:
+                shutil.copyfile(path, bare)
+                conn = sqlite3.connect(bare)
+                try:
+                    with conn:
+                        conn.execute("DELETE FROM vectors")
+                finally:
+                    conn.close()
+                took.append(_cli_decide(bare, q))
+            report["without_vectors_ms"] = [round(t * 1e3) for t in took]
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from darwin_memo.retrieval.embedding import HybridRetriever, SentenceEmbedder
 
@@ -104,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--embed-sample", type=int, default=500)
+    parser.add_argument("--oneshot", action="store_true", help="one-shot CLI decides")
+    parser.add_argument("--before", type=int, default=0, help="(--oneshot) calls without vectors")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -114,6 +271,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = questions[: args.queries]
     embedder = SentenceEmbedder()
     texts = [locomo.entry_for(t, captions=False).text for t in turns]
+    if args.oneshot:
+        size = int(args.sizes.split(",")[0])
+        found = oneshot(size, turns, embedder.batch(texts), questions, args.before)
+        found["data_sha256"] = digest
+        found["load_average"] = [round(x, 1) for x in os.getloadavg()]
+        text = json.dumps(found, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
     rate = embed_rate(embedder, texts[: args.embed_sample])
     vectors = embedder.batch(texts)
     load_before = os.getloadavg()

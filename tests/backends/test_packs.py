@@ -124,7 +124,7 @@ def fold_rows(path: Path) -> None:
         ],
     )
     conn.execute("DROP VIEW IF EXISTS lessons")  # (schema 16's)
-    for table in ("organic_links", "organic_state"):  # (schema 17's)
+    for table in ("organic_links", "organic_state", "vectors"):  # (schemas 17 and 18)
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     for column in ("question", "answer", "sources"):
         conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")

@@ -117,7 +117,7 @@ SCHEMA_TABLES = frozenset(
     {
         "blocks", "counters", "energy_sums", "entries", "events", "lineage", "merge_notes",
         "meta", "notes", "organic_links", "organic_state", "packs", "postings",
-        "schema_migrations", "settled", "tickets", "tokens",
+        "schema_migrations", "settled", "tickets", "tokens", "vectors",
     }
 )  # fmt: skip
 #: Every index some schema version has held (SQLite's own ``sqlite_autoindex_*`` aside).
@@ -942,4 +942,21 @@ def m017_organic(conn: sqlite3.Connection) -> None:
             activation REAL NOT NULL DEFAULT 0
         )
         """,
+    )
+
+
+@migration(18, "m018_entry_vectors")
+def m018_entry_vectors(conn: sqlite3.Connection) -> None:
+    """Each living entry's embedding, once per entry and model (``backends.sqlvectors``).
+
+    ``vectors`` holds one row per entry and embedding model: the model's id, the
+    vector's length, a hash of the text it embeds (``question || ' ' || answer``), and
+    the vector as little-endian float64 values. It is derived data: it starts empty,
+    is filled by the processes that search with a dense retriever, and may be dropped
+    at any time (the next write of such a process makes it again).
+    """
+    conn.execute(
+        "CREATE TABLE vectors ("
+        "entry_id TEXT NOT NULL, model TEXT NOT NULL, dims INTEGER NOT NULL, "
+        "text_hash TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (entry_id, model))"
     )

@@ -500,6 +500,7 @@ class SqliteBackend:
         assert store is not None
         store.damaged = changes.damaged
         store.flush(changes.touched)
+        store.save_vectors(changes.touched)
         self.conn.executemany(
             "INSERT OR REPLACE INTO tickets (id, open, born_tick, data, version) "
             "VALUES (?, 1, ?, ?, ?)",
@@ -578,9 +579,16 @@ class SqliteBackend:
             )
 
     def record_retriever(self, name: str, state: dict[str, Any] | None = None) -> None:
-        """Record the retriever every host process of this store searches with
-        (``state``, the retriever's vectors, is not kept here: SQL stores embed again)."""
-        self.write_meta("retriever", name)
+        """Record the retriever every host process of this store searches with. The
+        vectors (``state`` elsewhere) are those the population's retriever cached and
+        the ``vectors`` table lacks (SQLite: ``SqlStore.save_vectors``), written with it."""
+        with self._immediate():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                ("retriever", _dumps(name)),
+            )
+            if self.store is not None:
+                self.store.save_vectors()
         self.recorded_retriever = name
 
     @contextlib.contextmanager

@@ -79,6 +79,8 @@ class SqlSearch:
 
         def alive(self) -> list[MemoryEntry]: ...
 
+        def ready_vectors(self, living: Sequence[MemoryEntry], *, embed: bool = True) -> None: ...
+
         def now_cycle(self) -> int: ...
 
         def __len__(self) -> int: ...
@@ -140,7 +142,9 @@ class SqlSearch:
 
     def _retrieve_scan(self, query: str, k: int, **kwargs: Any) -> list[tuple[MemoryEntry, float]]:
         """The published scan over every living entry (filters, custom retrievers)."""
-        self.alive()  # fill the cache the base implementation ranks over
+        living = self.alive()  # fill the cache the base implementation ranks over
+        if not isinstance(self.retriever, LexicalRetriever):
+            self.ready_vectors(living)  # the store's vectors read, not embedded again
         count = len(self._population)
         saved = self.retriever
         try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ..errors import StoreFormatError
 from ..records.entry import MemoryEntry, kind_name
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from ..retrieval.protocols import Retriever
     from ..retrieval.simjoin import MergeCandidates
     from .sqlite import SqliteBackend
+    from .sqlvectors import StoredVectors
 
 __all__ = [
     "CACHE_LIMIT",
@@ -146,6 +147,8 @@ class SqlStore(HeldEntries, SqlSearch):
         #: first change, written before its commit: ``save_sums``; None outside one).
         self._sums_kept = _keeps_sums(self.conn)
         self._sums: EnergySums | None = None
+        #: The entry vectors the store keeps (SQLite, schema 18), made on first use.
+        self._entry_vectors: StoredVectors | None = None
 
     # -- rows -----------------------------------------------------------------------
 
@@ -845,6 +848,33 @@ class SqlStore(HeldEntries, SqlSearch):
                 self.bury(entry.id)
                 buried.append(entry)
         return buried
+
+    # -- entry vectors (schema 18, ``sqlvectors``) ------------------------------------
+
+    def _stored_vectors(self) -> StoredVectors | None:
+        if self._entry_vectors is None and isinstance(self.conn, sqlite3.Connection):
+            from .sqlvectors import StoredVectors
+
+            self._entry_vectors = StoredVectors(self.conn)
+        return self._entry_vectors
+
+    def ready_vectors(self, living: Sequence[MemoryEntry], *, embed: bool = True) -> None:
+        """Before a dense search: the living entries' vectors in the retriever's cache,
+        read from the store's ``vectors`` table, else (with ``embed``) embedded. A
+        search writes nothing; ``save_vectors`` does, in a write transaction."""
+        kept = self._stored_vectors()
+        if kept is not None:
+            kept.prepare(self.retriever, living, embed=embed)
+
+    def save_vectors(self, touched: Iterable[str] = ()) -> int:
+        """In a write transaction: the vectors this process embedded that the store
+        lacks, written; the rows of the ``touched`` entries now dead, deleted. Returns
+        how many vectors it wrote."""
+        dead = [i for i in touched if i in self._graveyard]
+        if self._entry_vectors is None and not dead:
+            return 0  # no dense search here, no burial: nothing to do
+        kept = self._stored_vectors()
+        return 0 if kept is None else kept.save(self.retriever, self._population, dead)
 
     # -- the running sums (schema 10) ------------------------------------------------
 

@@ -365,7 +365,8 @@ WARM_BATCH = 64
 
 
 def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
-    """``set-retriever NAME``: record the new choice and embed every living entry."""
+    """``set-retriever NAME``: record the new choice and embed every living entry (on
+    SQLite, those whose vector of the model the store does not keep; it keeps them)."""
     from ..ledger import Ledger
     from ..retrieval.named import make_retriever
 
@@ -376,6 +377,9 @@ def _set_retriever(args: argparse.Namespace) -> dict[str, Any]:
         previous = getattr(backend, "recorded_retriever", None)
         ledger.reload(retriever)  # indexed by the new retriever
         entries = list(ledger.store.alive())
+        stored = getattr(ledger.store, "ready_vectors", None)
+        if stored is not None:  # a SQLite store's vectors of this model: read, not embedded
+            stored(entries, embed=False)
         embedded = 0
         warm = getattr(retriever, "warm", None)
         if warm is not None and entries:

@@ -713,6 +713,19 @@ class EmbeddingRetriever:
         self._norms[entry_id] = _norm(vec)
         return vec
 
+    def cached_vector(self, entry_id: str) -> array[float] | None:
+        """The entry's cached vector (not a copy: do not change it), or None."""
+        return self._vectors.get(entry_id)
+
+    def adopt(self, entry_id: str, vector: array[float]) -> None:
+        """Cache a vector kept elsewhere (a store's ``vectors`` table) as the entry's.
+
+        The caller vouches that it is this embedder's vector of the entry's text,
+        non-empty and finite: a store checks the text's hash and the values first.
+        """
+        self._vectors[entry_id] = vector
+        self._norms[entry_id] = _norm(vector)
+
     def warm(
         self,
         entries: Iterable[MemoryEntry],
