@@ -1031,7 +1031,32 @@ def noisy_testsuite_section(manifest: dict[str, Any], runs: list[dict[str, Any]]
         "earns 0.6 x tanh(1/2) = 0.28 per success and a lie costs as much: its buffer is "
         "thin, unlike the storage world's, which is why counters that forgive a first "
         "failure do well here.",
+        *(NOISY_TESTSUITE_WHY if not k3_beats and len(survival_best) >= len(cells) - 1 else []),
     ]
+
+
+#: Why three published findings of the noisy code-repair grid do not hold here; shown
+#: when the results have that shape (survival best in all but at most one cell, k = 3
+#: never ahead of it).
+NOISY_TESTSUITE_WHY = [
+    "- Where we disagree with the published grid (survival never the best arm; k = 3 "
+    "ahead of survival at every rate; quarantine ahead at 15-20%), the reason is the "
+    "one the clean code-repair cell in 'Other worlds' shows: with our corpus survival "
+    "loses only the poison's own acts (it kills the poison after its first deletion), "
+    "and its fix lessons gain more than the lies take at every rate up to 0.20 (0.28 "
+    "per true pass, -0.28 per false failure: +0.17 a use at 20% lies, over three "
+    "times the upkeep of 0.05 a tick), so its total hardly moves with the noise. "
+    "Published, survival fell from 69.0 to 28.8 as the lies grew, which takes fix "
+    "lessons dying of them; with the reference corpus (not published) the protective "
+    "lesson starved and something that read 'apply' on the cleanup outlived it. k = 3 "
+    "needs more strikes than survival needs debits to remove the poison, so the poison "
+    "acts more often under it: its gap in the clean cell, two tests in every seed, is "
+    "one more deletion of `dedupe`; and "
+    "`quarantine_m3` readmits the poison after each cooldown, as in the storage world "
+    "(see `quarantine_m3` in the headline). The one published finding about naive "
+    "eviction holds exactly: survival beats k = 1 from 10% false failures up, Holm p "
+    "= 0.0015 in each.",
+]
 
 
 NOISY_TESTSUITE_NOT_RUN = [
