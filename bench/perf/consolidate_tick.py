@@ -111,7 +111,11 @@ def main() -> None:
                 groups.setdefault(heir, []).append(member)
             names: dict[str, str] = {}
 
-            def name(entry_id: str) -> str:
+            def name(
+                entry_id: str,
+                groups: dict[str, list[str]] = groups,
+                names: dict[str, str] = names,
+            ) -> str:
                 """An heir by what it merged (its own id is random), others by id."""
                 if entry_id not in groups:
                     return entry_id
