@@ -158,13 +158,41 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-class Population(Protocol):
+class Pages(Protocol):
+    """Pages of a population for people browsing it (the dashboard): every store's
+    population answers these, in memory or in SQL, with the same rows
+    (``backends.pages`` holds the rule and its SQL)."""
+
+    def page_entries(
+        self,
+        *,
+        sort: str = "balance",
+        order: str = "desc",
+        kind: str = "",
+        flag: str = "",
+        search: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[MemoryEntry], int]:
+        """One page of living entries (sorted, ties by id) and how many matched."""
+        ...
+
+    def page_graveyard(
+        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], int]:
+        """The ids of one page of dead entries, most recently buried first, and how
+        many matched."""
+        ...
+
+
+class Population(Pages, Protocol):
     """What the ledger, the query protocol and the front ends ask of a population:
     the living entries and the graveyard, their balances, and retrieval.
 
     ``store.MemoryStore`` holds every entry in memory; ``sqlstore.SqlStore`` reads
     its entries from the database as they are asked for. Neither inherits from the
-    other (their shared bookkeeping is ``population.HeldEntries``). What only some
+    other (their shared bookkeeping is ``population.HeldEntries``). The dashboard's
+    pages are ``Pages``'. What only some
     populations can do is asked for by name (``getattr``): ``heir_of``,
     ``merge_candidates``, ``token_sets``, ``merge_batches``, ``exact_balances``,
     ``sums_problems``, ``index_problems``, ``trim_cache``.
@@ -231,47 +259,4 @@ class Population(Protocol):
 
     def energy_share_by_kind(self) -> dict[str, float]: ...
 
-    def page_entries(
-        self,
-        *,
-        sort: str = "balance",
-        order: str = "desc",
-        kind: str = "",
-        flag: str = "",
-        search: str = "",
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[list[MemoryEntry], int]: ...
-
-    def page_graveyard(
-        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
-    ) -> tuple[list[str], int]: ...
-
     def to_payload(self) -> dict[str, Any]: ...
-
-
-class Pages(Protocol):
-    """Pages of a population for people browsing it (the dashboard): every store's
-    population answers these, in memory or in SQL, with the same rows
-    (``backends.pages`` holds the rule and its SQL)."""
-
-    def page_entries(
-        self,
-        *,
-        sort: str = "balance",
-        order: str = "desc",
-        kind: str = "",
-        flag: str = "",
-        search: str = "",
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[list[MemoryEntry], int]:
-        """One page of living entries (sorted, ties by id) and how many matched."""
-        ...
-
-    def page_graveyard(
-        self, *, kind: str = "", search: str = "", offset: int = 0, limit: int = 50
-    ) -> tuple[list[str], int]:
-        """The ids of one page of dead entries, most recently buried first, and how
-        many matched."""
-        ...
