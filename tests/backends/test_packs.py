@@ -248,13 +248,13 @@ def test_migration_gives_an_older_store_its_lists(
 
     rnd = random.Random(4)
     full = list(migrations.MIGRATIONS)
-    apply, unsettle, kept = postings.apply_list_changes, postings.unsettle, postings._postings_kept
+    apply, unsettle, kept = postings.apply_list_changes, postings.unsettle, postings.postings_kept
     monkeypatch.setattr(migrations, "MIGRATIONS", at_schema(full, 3))  # before m004
     monkeypatch.setattr(migrations, "_DENSE_MIN", postings.DENSE_MIN)  # (small_blocks')
     monkeypatch.setattr(migrations, "_BLOCK_SHIFT", postings.BLOCK_SHIFT)
     monkeypatch.setattr(postings, "apply_list_changes", lambda *args: None)
     monkeypatch.setattr(postings, "unsettle", lambda *args: None)  # no m005 table either
-    monkeypatch.setattr(postings, "_postings_kept", lambda conn: True)  # m006 drops them
+    monkeypatch.setattr(postings, "postings_kept", lambda conn: True)  # m006 drops them
     old = new_store(tmp_path)
     for _ in range(60):
         old.add(MemoryEntry(zipf_text(rnd, 5), zipf_text(rnd, 3)))
@@ -269,7 +269,7 @@ def test_migration_gives_an_older_store_its_lists(
     monkeypatch.setattr(migrations, "MIGRATIONS", full)
     monkeypatch.setattr(postings, "apply_list_changes", apply)
     monkeypatch.setattr(postings, "unsettle", unsettle)
-    monkeypatch.setattr(postings, "_postings_kept", kept)
+    monkeypatch.setattr(postings, "postings_kept", kept)
     store = new_store(tmp_path)
     conn = store.conn
     assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)

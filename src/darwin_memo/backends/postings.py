@@ -44,12 +44,18 @@ __all__ = [
     "add_df",
     "apply_list_changes",
     "block_bits",
+    "bulk_writing",
+    "bump_count",
     "change_df",
+    "chunks",
+    "first_column",
     "index_problems",
     "living_lists",
     "pack_ids",
+    "postings_kept",
     "rebuild_token",
     "token_ids",
+    "unindex_many",
     "unpack_ids",
     "unsettle",
     "write_token",
@@ -85,17 +91,20 @@ class ListChanges(dict[str, dict[int, bool]]):
         self.gone.clear()
 
 
-_first = itemgetter(0)
+#: The first value of a row (ids out of ``SELECT id ...`` without a Python loop).
+first_column = itemgetter(0)
 _second = itemgetter(1)
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 
 
-def _chunks(items: list[Any]) -> Iterable[list[Any]]:
+def chunks(items: list[Any]) -> Iterable[list[Any]]:
+    """``items`` in slices that fit one statement's bound parameters."""
     for i in range(0, len(items), _CHUNK):
         yield items[i : i + _CHUNK]
 
 
-def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
+def bump_count(conn: sqlite3.Connection, name: str, by: int) -> None:
+    """Add ``by`` to the store's counter ``name`` (the ``counters`` table)."""
     conn.execute(
         "INSERT INTO counters (name, value) VALUES (?, ?) "
         "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
@@ -128,7 +137,7 @@ def add_df(
     """
     if not counts:
         return
-    if _postings_kept(conn):
+    if postings_kept(conn):
         conn.executemany(
             "INSERT INTO tokens (token, df) VALUES (?, ?) "
             "ON CONFLICT(token) DO UPDATE SET df = tokens.df + excluded.df",
@@ -137,10 +146,13 @@ def add_df(
         return
     seen = deferred.known if deferred is not None else set()
     known = {t for t in counts if t in seen}
-    for part in _chunks([t for t in counts if t not in seen]):
+    for part in chunks([t for t in counts if t not in seen]):
         marks = ",".join("?" * len(part))
         known.update(
-            map(_first, conn.execute(f"SELECT token FROM tokens WHERE token IN ({marks})", part))
+            map(
+                first_column,
+                conn.execute(f"SELECT token FROM tokens WHERE token IN ({marks})", part),
+            )
         )
     fresh = [t for t in counts if t not in known]
     if fresh:
@@ -183,13 +195,13 @@ def _index_tokens(
     postings: bool | None = None,
 ) -> None:
     """Add (``sign`` > 0) or take out ``rowid``'s tokens: ``df``, postings where the
-    store keeps them (``_postings_kept``; ``postings`` says so explicitly), and the
+    store keeps them (``postings_kept``; ``postings`` says so explicitly), and the
     packs and blocks (``blocks``, SQLite; left in ``deferred`` when given)."""
     toks = list(toks)
     if not toks:
         return
     if postings is None:
-        postings = _postings_kept(conn)
+        postings = postings_kept(conn)
     if sign > 0:
         add_df(conn, dict.fromkeys(toks, 1))
         if postings:
@@ -240,7 +252,7 @@ def _index_tokens(
 # burial's cost, and a quarter of the file).
 
 
-def _postings_kept(conn: Any) -> bool:
+def postings_kept(conn: Any) -> bool:
     """Whether this connection's store keeps the ``postings`` table (PostgreSQL)."""
     return not isinstance(conn, sqlite3.Connection)
 
@@ -365,7 +377,7 @@ def _gone_masks(gone: Collection[int]) -> dict[int, int]:
 def _clear_blocks(conn: sqlite3.Connection, token_id: int, masks: Mapping[int, int]) -> None:
     """Clear the bits of ``masks`` (``_gone_masks``) in ``token_id``'s blocks."""
     wanted = list(masks)
-    for part in _chunks(wanted):
+    for part in chunks(wanted):
         marks = ",".join("?" * len(part))
         rows = conn.execute(
             f"SELECT block, bits FROM blocks WHERE token_id = ? AND block IN ({marks})",
@@ -403,7 +415,7 @@ def write_token(
 
 def _next_token_id(conn: sqlite3.Connection) -> int:
     """The next id from the ``token_ids`` counter (taken)."""
-    _bump(conn, "token_ids", 1)
+    bump_count(conn, "token_ids", 1)
     (top,) = conn.execute("SELECT value FROM counters WHERE name = 'token_ids'").fetchone()
     return int(top)
 
@@ -463,7 +475,7 @@ def apply_list_changes(conn: sqlite3.Connection, changes: Mapping[str, dict[int,
     gone: Collection[int] = getattr(changes, "gone", None) or ()
     masks = _gone_masks(gone) if gone else {}
     drop = _dropper(gone)
-    for part in _chunks(list(changes)):
+    for part in chunks(list(changes)):
         marks = ",".join("?" * len(part))
         writes: list[tuple[bytes | None, str]] = []
         for token, token_id, df, dense, blob in conn.execute(
@@ -507,7 +519,7 @@ def block_bits(
     else:
         wanted = sorted(blocks)
         queries = []
-        for part in _chunks(wanted):
+        for part in chunks(wanted):
             queries.append((f" AND block IN ({','.join('?' * len(part))})", tuple(part)))
         need = (wanted[-1] + 1) << size if wanted else 0
     for where, params in queries:
@@ -541,7 +553,7 @@ def token_ids(conn: sqlite3.Connection, token: str, token_id: int, dense: bool) 
 def _token_ids_of(conn: sqlite3.Connection, tokens: list[str]) -> dict[str, int]:
     """The ids of those of ``tokens`` the tokens table holds, read in chunks."""
     ids: dict[str, int] = {}
-    for part in _chunks(tokens):
+    for part in chunks(tokens):
         marks = ",".join("?" * len(part))
         for token, token_id in conn.execute(
             f"SELECT token, id FROM tokens WHERE token IN ({marks})", part
@@ -557,7 +569,7 @@ BULK_CACHE_KIB = 256 << 10
 
 
 @contextlib.contextmanager
-def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
+def bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
     """Pause the cyclic garbage collector (the writes allocate millions of small
     containers, freed by reference counting, while the whole store is in memory)
     and, on SQLite, let the page cache grow to ``BULK_CACHE_KIB``."""
@@ -573,7 +585,7 @@ def _bulk_writing(conn: sqlite3.Connection) -> Iterator[None]:
                 conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
-def _unindex_many(
+def unindex_many(
     conn: sqlite3.Connection, rows: list[tuple[int, str]], deferred: DfChanges | None = None
 ) -> Counter[str]:
     """``_index_tokens(conn, rowid, toks.split(), -1)`` for each ``(rowid, toks)``, batched.
@@ -586,7 +598,7 @@ def _unindex_many(
     counts = Counter(" ".join([toks for _rowid, toks in rows]).split())
     if not counts:
         return counts
-    if not _postings_kept(conn):
+    if not postings_kept(conn):
         if deferred is not None:
             deferred.subtract(counts)
         else:

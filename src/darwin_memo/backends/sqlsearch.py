@@ -26,9 +26,9 @@ from . import postings as _postings
 from .population import finish_ranking
 from .postings import (
     _CHUNK,
-    _chunks,
-    _first,
     block_bits,
+    chunks,
+    first_column,
     token_ids,
 )
 from .rows import (
@@ -175,7 +175,7 @@ class SqlSearch:
                 ).fetchall()
                 if len(rows) == need and all(float(now) >= top for _, now in rows):
                     return sorted((-float(now), int(rowid)) for rowid, now in rows)
-        for part in _chunks(tied):
+        for part in chunks(tied):
             marks = ",".join("?" * len(part))
             best += [
                 (-float(now), int(rowid))
@@ -265,7 +265,7 @@ class SqlSearch:
         # lists, since every change of a token's df or form writes a new stamp.
         missing = [t for t in qtokens if t not in known]
         columns = "token, id, df, dense" if packed else "token, id, df, 0"
-        for part in _chunks(missing):
+        for part in chunks(missing):
             marks = ",".join("?" * len(part))
             known.update(dict.fromkeys(part))
             for token, token_id, count, has_bits in self.conn.execute(
@@ -295,7 +295,7 @@ class SqlSearch:
             rows = self.conn.execute(
                 "SELECT entry_rowid FROM postings WHERE token_id = ?", (stats[t][0],)
             )
-            return list(map(_first, rows))  # no Python loop per row: lists run to 10^5
+            return list(map(first_column, rows))  # no Python loop per row: lists run to 10^5
 
         def covering(t: str, want: set[int] | None) -> bytes:
             """``t``'s bitmap with (at least) the blocks ``want`` read (None: every
@@ -346,7 +346,7 @@ class SqlSearch:
                 return [r for r in keys if r in held]
             # One primary-key probe of (token_id, entry_rowid) per key, inside SQLite.
             out: list[int] = []
-            for part in _chunks(list(keys)):
+            for part in chunks(list(keys)):
                 marks = ",".join("?" * len(part))
                 out += [
                     r
@@ -466,7 +466,7 @@ class SqlSearch:
             scores = dict(found)
             keys = sorted(scores)
         rows: list[tuple[Any, ...]] = []
-        for part in _chunks(keys):
+        for part in chunks(keys):
             marks = ",".join("?" * len(part))
             rows += self.conn.execute(
                 f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",

@@ -38,18 +38,18 @@ from .population import HeldEntries
 from .postings import (
     DfChanges,
     ListChanges,
-    _bulk_writing,
-    _bump,
-    _chunks,
-    _first,
-    _unindex_many,
     add_df,
     apply_list_changes,
+    bulk_writing,
+    bump_count,
+    chunks,
+    first_column,
     index_problems,
     living_lists,
     pack_ids,
     rebuild_token,
     token_ids,
+    unindex_many,
     unpack_ids,
 )
 from .rows import (
@@ -448,7 +448,7 @@ class SqlStore(HeldEntries, SqlSearch):
                 (_dumps(rule),),
             )
             return set()
-        return set(map(_first, self.conn.execute("SELECT entry_rowid FROM settled")))
+        return set(map(first_column, self.conn.execute("SELECT entry_rowid FROM settled")))
 
     def _entries_at(
         self,
@@ -463,7 +463,7 @@ class SqlStore(HeldEntries, SqlSearch):
         ``texts``: their tokens as text by rowid, where the caller has them.
         """
         rows: dict[int, tuple[Any, ...]] = {}
-        for part in _chunks(sorted(set(rowids))):
+        for part in chunks(sorted(set(rowids))):
             marks = ",".join("?" * len(part))
             if keep is None:
                 for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
@@ -598,7 +598,7 @@ class SqlStore(HeldEntries, SqlSearch):
         order.
         """
         clipped: list[float] = []
-        with _bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
+        with bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
             if isinstance(self.conn, sqlite3.Connection):  # and each df changed once,
                 self._df_deferred = DfChanges()
                 self._rows_deferred = _RowWrites()  # and the burials in rowid order
@@ -649,7 +649,7 @@ class SqlStore(HeldEntries, SqlSearch):
             return
         conn = self.conn
         taken = False
-        for part in _chunks([h.id for h in heirs]):
+        for part in chunks([h.id for h in heirs]):
             marks = ",".join("?" * len(part))
             if conn.execute(
                 f"SELECT 1 FROM entries WHERE id IN ({marks}) LIMIT 1", part
@@ -713,7 +713,7 @@ class SqlStore(HeldEntries, SqlSearch):
         conn.executemany("DELETE FROM settled WHERE entry_rowid = ?", [(row[0],) for row in rows])
         if deferred is None:
             postings.apply_list_changes(conn, changes)
-        _bump(conn, "alive", len(heirs))
+        bump_count(conn, "alive", len(heirs))
         lineage = [(member, heir.id) for heir in heirs for member in heir.lineage]
         if self._rows_deferred is not None:
             self._rows_deferred.lineage += lineage
@@ -732,7 +732,7 @@ class SqlStore(HeldEntries, SqlSearch):
         if kept:
             rows = {e.id: kept[e.id] for e in entries if e.id in kept}
             missing = [e.id for e in entries if e.id not in rows]
-        for chunk in _chunks(missing):
+        for chunk in chunks(missing):
             marks = ",".join("?" * len(chunk))
             for entry_id, rowid, alive, toks, kind, energy, anchor, pinned, text in conn.execute(
                 "SELECT id, rowid, alive, toks, kind, energy, anchor, pinned, "
@@ -794,7 +794,7 @@ class SqlStore(HeldEntries, SqlSearch):
         if sums is not None:  # the living unpinned leave the sums as their rows held them
             sums.add_rows(((row[4], row[5], row[6]) for row in held if row[1] and not row[7]), -1)
             self._sums_written()
-        counts = _unindex_many(conn, unlisted, self._df_deferred)
+        counts = unindex_many(conn, unlisted, self._df_deferred)
         if isinstance(conn, sqlite3.Connection):  # and the packs and bits (SQLite only)
             changes = self._deferred if self._deferred is not None else ListChanges()
             for t in counts:  # their lists lose the rows gone (one set for every token)
@@ -804,7 +804,7 @@ class SqlStore(HeldEntries, SqlSearch):
             if self._deferred is None:
                 postings.apply_list_changes(conn, changes)
         if unlisted:
-            _bump(conn, "alive", -len(unlisted))
+            bump_count(conn, "alive", -len(unlisted))
         self._buried_written.update(e.id for e in entries)
 
     def charge_upkeep(

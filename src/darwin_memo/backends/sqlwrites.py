@@ -14,10 +14,10 @@ from ..records.entry import MemoryEntry, kind_name
 from . import postings
 from .postings import (
     ListChanges,
-    _bump,
-    _first,
     _index_tokens,
     _write_blocks,
+    bump_count,
+    first_column,
     new_stamp,
     pack_ids,
 )
@@ -71,7 +71,7 @@ class _RowWrites:
         )
         conn.executemany(
             "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
-            sorted(self.lineage, key=_first),  # stable: the last write stays last
+            sorted(self.lineage, key=first_column),  # stable: the last write stays last
         )
         self.columns, self.updates, self.lineage = [], [], []
 
@@ -148,7 +148,7 @@ def write_entry(
         if isinstance(conn, sqlite3.Connection):  # new tokens, or back to life: not settled
             postings.unsettle(conn, [rowid])
     if alive != was_alive:
-        _bump(conn, "alive", 1 if alive else -1)
+        bump_count(conn, "alive", 1 if alive else -1)
     if sums is not None:
         if row is not None and was_alive and not row[3]:
             sums.add(kind_name(row[6]), float(row[4]), int(row[5]), -1)
@@ -243,7 +243,7 @@ def write_entries_bulk(
     for _name, sql in indexes:
         conn.execute(sql)
     ordered = sorted(token_rows)
-    packed = isinstance(conn, sqlite3.Connection) and not postings._postings_kept(conn)
+    packed = isinstance(conn, sqlite3.Connection) and not postings.postings_kept(conn)
     dense: list[str] = []  # (packed: the tokens whose lists go to blocks)
     if packed:
         # Each token's row with its pack; a common token's bits go to its blocks.
@@ -277,7 +277,7 @@ def write_entries_bulk(
         )
         new_stamp(conn)
     conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
-    _bump(conn, "alive", alive_count)
+    bump_count(conn, "alive", alive_count)
     if sums is not None:  # the store was empty: these rows are all it sums
         conn.execute("DELETE FROM energy_sums")
         sums.write(conn)
