@@ -34,12 +34,11 @@ import math
 from _thread import RLock, get_ident
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from typing import cast
 
 from . import collector
 from .aliases import keyword_aliases
 from .answer.protocol import ProtocolAnswer, QueryProtocol
-from .backends.interface import Loaded, Refreshed, View
+from .backends.interface import Loaded, Population, Refreshed, View
 from .backends.journal import EVENT_LOG_KEEP, EVENT_LOG_MAX_BYTES, EventLog, event_log_paths
 from .economy.config import SurvivalConfig
 from .economy.lifecycle import advance_lifecycle, assign_credit
@@ -214,7 +213,7 @@ class Ledger:
         event_log_max_bytes: int = EVENT_LOG_MAX_BYTES,
         event_log_keep: int = EVENT_LOG_KEEP,
     ) -> None:
-        self.store = store
+        self.store: Population = store
         self.config = config if config is not None else SurvivalConfig()
         scale = resource_scale if resource_scale is not None else self.config.resource_scale
         scale = 1.0 if scale is None else float(scale)
@@ -331,9 +330,7 @@ class Ledger:
 
     def _apply_loaded(self, loaded: Loaded) -> None:
         """Adopt a whole view a backend read."""
-        # Any ``Population``: the library's functions are annotated with the published
-        # facade, ``MemoryStore``, which an SQL population implements without being one.
-        store = cast("MemoryStore", loaded.store)
+        store = loaded.store
         self.store = store
         self.protocol.store = store
         self.tick_count = loaded.tick_count
@@ -1263,7 +1260,7 @@ class Ledger:
 
 
 def _probation_credits(
-    store: MemoryStore, ticket: Ticket, applied: list[tuple[str, float]]
+    store: Population, ticket: Ticket, applied: list[tuple[str, float]]
 ) -> list[tuple[str, float]]:
     """``applied`` as the lifecycle counts it: an entry on probation counts a credit
     only from a ticket no trusted entry decided.

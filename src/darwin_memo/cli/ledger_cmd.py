@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, NoReturn
 
+    from ..backends.interface import Population
     from ..ledger import Ledger
 
     #: Lends ``serve``'s open ledger for a request (None: open one as a one-shot does).
@@ -502,6 +503,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         and src.resolve() == dest.resolve()
     ):
         raise CliError("the source and the destination are the same store")
+    source: Population
     if backend_kind(src) == "json":
         source = MemoryStore.load(src)
     else:

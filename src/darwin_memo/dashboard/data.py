@@ -57,6 +57,7 @@ from ..observe import (
     timeline,
     top_row,
 )
+from ..store import MemoryStore
 
 __all__ = [
     "CAUSES",
@@ -550,9 +551,12 @@ def store_ref(memory: str | Path) -> str | Path:
 
 def version_token(ledger: Ledger) -> str:
     """What changes when the store changes (the backend's ``version_token``)."""
-    if ledger.backend is None:
-        return "m" + str(ledger.store.version)
-    return ledger.backend.version_token()
+    if ledger.backend is not None:
+        return ledger.backend.version_token()
+    store = ledger.store  # without a backend, the entries are held in memory
+    if not isinstance(store, MemoryStore):
+        raise TypeError(f"a ledger without a backend holds a MemoryStore, not {store!r}")
+    return "m" + str(store.version)
 
 
 # -- doctor, in the background ---------------------------------------------------------
