@@ -254,3 +254,76 @@ def test_reciprocal_rank_fusion_sums_reciprocal_ranks() -> None:
         assert indexed[lex[0]] == pytest.approx(1.0)  # first in both: the largest score
     with pytest.raises(ValueError, match="rrf_k must be a positive integer"):
         variants.RRFHybrid(rrf_k=0)
+
+
+# -- the sweep of scoring variants (bench/retrieval/variants.py) ------------------------
+
+
+def _hashing_cache() -> Any:
+    from darwin_memo.retrieval.lexical import HashingEmbedder
+
+    embed = HashingEmbedder()
+    return variants.VectorCache(lambda texts: [embed(t) for t in texts], None)
+
+
+@pytest.mark.parametrize("context", [0.0, 0.5])
+def test_the_sweep_scores_as_hybrid_retriever_does(context: float) -> None:
+    from darwin_memo.retrieval.embedding import HybridRetriever
+    from darwin_memo.retrieval.lexical import HashingEmbedder
+
+    rng = random.Random(11)
+    words = "port database kitten violin coffee lisbon teacher backup nightly schema".split()
+    rows = [" ".join(rng.choices(words, k=rng.randint(2, 7))) for _ in range(60)]
+    retriever = HybridRetriever(HashingEmbedder(), min_similarity=0.2, context=context)
+    store = MemoryStore(retriever=retriever)
+    entries = [store.add(MemoryEntry(text, "Ana")) for text in rows]
+    cache = _hashing_cache()
+    corpus = variants.Corpus(entries, cache([e.text for e in entries]))
+    queries = [" ".join(rng.choices(words, k=3)) for _ in range(25)] + ["quantum lattice"]
+    scores, qualifies = variants.hybrid_scores(
+        corpus, queries, cache(queries), min_similarity=0.2, context=context
+    )
+    tops = variants.top(scores, qualifies, 10)
+    for j, query in enumerate(queries):
+        found = store.retrieve(query, 10)
+        assert [entries.index(e) for e, _ in found] == tops[j], query
+        assert [s for _, s in found] == pytest.approx([scores[j, i] for i in tops[j]], abs=1e-9)
+    assert tops[-1] == []  # no shared word, no close vector: silence, as the retriever
+
+
+def test_lend_window_one_is_context_and_wider_windows_reach_further() -> None:
+    import numpy as np
+
+    scores = np.array([[0.0, 0.9, 0.1, 0.2, 0.0]])
+    qualifies = scores > 0
+    once = variants.lend(scores, qualifies, 0.5)
+    assert once[0].tolist() == pytest.approx([0.0, 0.9 + 0.05, 0.1 + 0.45, 0.2 + 0.05, 0.0])
+    twice = variants.lend(scores, qualifies, 0.5, window=2, decay=0.5)
+    assert twice[0, 3] == pytest.approx(0.2 + 0.5 * 0.5 * 0.9)  # two places from 0.9
+    assert twice[0, 0] == twice[0, 4] == 0.0  # entries that do not qualify gain nothing
+
+
+def test_sweep_helpers_split_strip_and_stem() -> None:
+    entries = [MemoryEntry("One thing. And another!", "Ana"), MemoryEntry("Only one", "Ben")]
+    assert variants.sentence_pieces(entries) == ([0, 0], ["One thing. Ana", "And another! Ana"])
+    assert variants.strip_scaffolding("When did Melanie paint a sunrise?") == (
+        "Melanie paint a sunrise"
+    )
+    assert variants.strip_scaffolding("What?") == "What?"
+    assert variants.suffix_stem("researching") == variants.suffix_stem("research")
+    assert variants.suffix_stem("running") == "run"
+
+
+def test_the_sweep_measures_every_variant_on_a_small_conversation(conversation: Path) -> None:
+    sweep = variants.prepare(conversation, _hashing_cache())
+    every = variants.variants(sweep)
+    assert {"base", "context", "sentences+window=2", "rocchio beta=0.5 m=5"} <= set(every)
+    base = variants.measure(every["base"], sweep)
+    assert set(base) == set(variants.COLUMNS)
+    assert base["recall@10 single-hop"] == 1.0  # the kitten's turn, by its words
+    for name in ("context", "sentences+window=2", "rm3 weight=0.5", "with predecessor"):
+        figures = variants.measure(every[name], sweep)
+        # these only reorder what qualifies: the same silence as the default (stemming
+        # changes the lexical side's tokens, hence what qualifies, and is left out)
+        for column in ("silent: cat. 5", "silent: probes", "silent: foreign"):
+            assert figures[column] == base[column], (name, column)
