@@ -1,0 +1,99 @@
+"""The few places where SQLite's SQL and PostgreSQL's differ, as fragments.
+
+The SQL stores (``sqlstore``, ``sqlsearch``, ``sqlwrites``, ``pages``, ``organic_rows``)
+write each statement once. Where both databases accept the same text they use it as
+it is: upserts are ``INSERT ... ON CONFLICT (key) DO UPDATE SET c = excluded.c`` or
+``ON CONFLICT DO NOTHING`` (SQLite from 3.24), never SQLite's ``INSERT OR REPLACE``
+or ``INSERT OR IGNORE``. Where the dialects really differ, a statement asks its
+store's ``Dialect`` for the fragment (``SQLITE`` or ``POSTGRES``)::
+
+    f"UPDATE t SET x = {d.greatest('0.0', 'x')} WHERE {d.unindexed('alive')} = 1"
+
+The one difference left outside this module is the placeholder: the statements use
+``?`` (sqlite3's ``qmark`` paramstyle) and ``postgres.PgConnection`` turns each into
+psycopg's ``%s`` (``format``), which is all it changes in a statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["POSTGRES", "SQLITE", "Dialect"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One database's spelling of what SQLite and PostgreSQL spell differently."""
+
+    #: ``"sqlite"`` or ``"postgres"`` (the backend's ``kind``).
+    name: str
+    #: Written before a column to keep the planner off its indexes: SQLite's unary
+    #: ``+`` (its planner would walk the ``alive`` index where a look-up of a few
+    #: rowids is what is wanted). PostgreSQL has no such hint (there ``+alive`` is
+    #: arithmetic) and its planner, which keeps statistics, needs none.
+    hint: str
+    #: The scalar (row-wise) maximum and minimum of several values: SQLite's
+    #: multi-argument ``MAX``/``MIN``; PostgreSQL's ``GREATEST``/``LEAST`` (its
+    #: ``MAX``/``MIN`` are aggregates only).
+    greatest_fn: str
+    least_fn: str
+    #: Whether an INSERT reports its row's new ``rowid`` through ``RETURNING`` (psycopg
+    #: has no ``lastrowid``) rather than the cursor's ``lastrowid`` (sqlite3: it needs
+    #: no clause, and ``RETURNING`` needs SQLite 3.35, newer than some Pythons ship).
+    returns_rowid: bool
+    #: Appended to a text expression that is ordered by code point, as Python orders
+    #: strings: SQLite's default collation does; PostgreSQL's needs ``COLLATE "C"``.
+    collate_c: str
+
+    def unindexed(self, column: str) -> str:
+        """``column`` in a condition that should not pick an index (``+alive``)."""
+        return f"{self.hint}{column}"
+
+    def greatest(self, *values: str) -> str:
+        """The largest of ``values`` (SQL expressions) in one row."""
+        return f"{self.greatest_fn}({', '.join(values)})"
+
+    def least(self, *values: str) -> str:
+        """The smallest of ``values`` (SQL expressions) in one row."""
+        return f"{self.least_fn}({', '.join(values)})"
+
+    def returning_rowid(self) -> str:
+        """What follows an ``INSERT INTO entries`` whose new ``rowid`` is wanted."""
+        return " RETURNING rowid" if self.returns_rowid else ""
+
+    def inserted_rowid(self, cursor: Any) -> int:
+        """The ``rowid`` of the row the INSERT just run gave (see ``returning_rowid``)."""
+        if self.returns_rowid:
+            row = cursor.fetchone()
+            return int(row[0])
+        return int(cursor.lastrowid or 0)
+
+    def json_number(self, field: str, default: int) -> str:
+        """A number kept in a row's ``data`` JSON object (left out at its default)."""
+        if self.name == "postgres":
+            return f"COALESCE(CAST(data::jsonb ->> '{field}' AS DOUBLE PRECISION), {default})"
+        return f"COALESCE(json_extract(data, '$.{field}'), {default})"
+
+    def contains(self, column: str) -> str:
+        """Whether ``lower(column)`` contains the next parameter."""
+        function = "strpos" if self.name == "postgres" else "instr"
+        return f"{function}(lower({column}), ?) > 0"
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    hint="+",
+    greatest_fn="MAX",
+    least_fn="MIN",
+    returns_rowid=False,
+    collate_c="",
+)
+POSTGRES = Dialect(
+    name="postgres",
+    hint="",
+    greatest_fn="GREATEST",
+    least_fn="LEAST",
+    returns_rowid=True,
+    collate_c=' COLLATE "C"',
+)
