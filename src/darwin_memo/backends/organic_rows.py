@@ -346,9 +346,7 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], dialect: Dialect) -> 
                     other = b if a == m else a
                     if other not in group and other != heir:
                         moved[other] = max(moved.get(other, 0.0), float(w))
-            conn.executemany(
-                moved_sql, [(*_pair(heir, o), w) for o, w in sorted(moved.items())]
-            )
+            conn.executemany(moved_sql, [(*_pair(heir, o), w) for o, w in sorted(moved.items())])
             held = []
             for m in members:
                 row = conn.execute(

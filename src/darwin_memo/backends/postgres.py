@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     StoreError,
@@ -120,7 +120,8 @@ def parse_url(url: str) -> tuple[str, str, str]:
             "(at most 63, not starting with a digit or pg_, not public)"
         )
     rest = [(k, v) for k, v in query if k not in ("store", "vectors")]
-    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    # %20 for a space, not +: libpq decodes %XX only (``options=-c%20name%3Dvalue``).
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
     netloc = parts.netloc.rsplit("@", 1)
     host = netloc[-1]
     user = netloc[0].split(":", 1)[0] + "@" if len(netloc) == 2 else ""
@@ -310,10 +311,8 @@ class PgConnection:
 
         raw = self.raw()
         try:
-            if params:
-                cur = raw.execute(qmark_to_format(sql), tuple(params))
-            else:  # without parameters psycopg sends the text as it is (no %% to undo)
-                cur = raw.execute(sql)
+            # Without parameters psycopg sends the text as it is (a %% would stay %%).
+            cur = raw.execute(qmark_to_format(sql), tuple(params)) if params else raw.execute(sql)
             rows = cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
             raise self.error(exc) from None

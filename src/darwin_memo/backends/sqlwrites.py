@@ -80,7 +80,8 @@ class _RowWrites:
             sorted(self.updates, key=itemgetter(-1)),
         )
         conn.executemany(
-            SET_HEIR, sorted(self.lineage, key=first_column)  # stable: the last write stays last
+            SET_HEIR,
+            sorted(self.lineage, key=first_column),  # stable: the last write stays last
         )
         self.columns, self.updates, self.lineage = [], [], []
 
