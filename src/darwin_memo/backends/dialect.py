@@ -28,72 +28,62 @@ class Dialect:
 
     #: ``"sqlite"`` or ``"postgres"`` (the backend's ``kind``).
     name: str
-    #: Written before a column to keep the planner off its indexes: SQLite's unary
-    #: ``+`` (its planner would walk the ``alive`` index where a look-up of a few
-    #: rowids is what is wanted). PostgreSQL has no such hint (there ``+alive`` is
-    #: arithmetic) and its planner, which keeps statistics, needs none.
-    hint: str
-    #: The scalar (row-wise) maximum and minimum of several values: SQLite's
-    #: multi-argument ``MAX``/``MIN``; PostgreSQL's ``GREATEST``/``LEAST`` (its
-    #: ``MAX``/``MIN`` are aggregates only).
-    greatest_fn: str
-    least_fn: str
-    #: Whether an INSERT reports its row's new ``rowid`` through ``RETURNING`` (psycopg
-    #: has no ``lastrowid``) rather than the cursor's ``lastrowid`` (sqlite3: it needs
-    #: no clause, and ``RETURNING`` needs SQLite 3.35, newer than some Pythons ship).
-    returns_rowid: bool
-    #: Appended to a text expression that is ordered by code point, as Python orders
-    #: strings: SQLite's default collation does; PostgreSQL's needs ``COLLATE "C"``.
-    collate_c: str
+
+    @property
+    def postgres(self) -> bool:
+        return self.name == "postgres"
 
     def unindexed(self, column: str) -> str:
-        """``column`` in a condition that should not pick an index (``+alive``)."""
-        return f"{self.hint}{column}"
+        """``column`` in a condition that should not pick an index.
+
+        SQLite's unary ``+`` (``+alive``) keeps its planner from walking the ``alive``
+        index where a look-up of a few rowids is what is wanted. PostgreSQL has no such
+        hint (there ``+alive`` is arithmetic), and its planner, which keeps statistics,
+        needs none.
+        """
+        return column if self.postgres else f"+{column}"
 
     def greatest(self, *values: str) -> str:
-        """The largest of ``values`` (SQL expressions) in one row."""
-        return f"{self.greatest_fn}({', '.join(values)})"
+        """The largest of ``values`` (SQL expressions) in one row: SQLite's scalar
+        ``MAX(a, b)``, PostgreSQL's ``GREATEST`` (its ``MAX`` is an aggregate only)."""
+        return f"{'GREATEST' if self.postgres else 'MAX'}({', '.join(values)})"
 
     def least(self, *values: str) -> str:
-        """The smallest of ``values`` (SQL expressions) in one row."""
-        return f"{self.least_fn}({', '.join(values)})"
+        """The smallest of ``values`` in one row: ``MIN(a, b)`` or ``LEAST``."""
+        return f"{'LEAST' if self.postgres else 'MIN'}({', '.join(values)})"
 
     def returning_rowid(self) -> str:
-        """What follows an ``INSERT INTO entries`` whose new ``rowid`` is wanted."""
-        return " RETURNING rowid" if self.returns_rowid else ""
+        """What follows an ``INSERT INTO entries`` whose new ``rowid`` is wanted.
+
+        psycopg has no ``lastrowid``, so PostgreSQL returns it (``RETURNING rowid``);
+        sqlite3's cursor has it, and ``RETURNING`` needs SQLite 3.35, newer than some
+        Pythons ship.
+        """
+        return " RETURNING rowid" if self.postgres else ""
 
     def inserted_rowid(self, cursor: Any) -> int:
         """The ``rowid`` of the row the INSERT just run gave (see ``returning_rowid``)."""
-        if self.returns_rowid:
+        if self.postgres:
             row = cursor.fetchone()
             return int(row[0])
         return int(cursor.lastrowid or 0)
 
     def json_number(self, field: str, default: int) -> str:
         """A number kept in a row's ``data`` JSON object (left out at its default)."""
-        if self.name == "postgres":
+        if self.postgres:
             return f"COALESCE(CAST(data::jsonb ->> '{field}' AS DOUBLE PRECISION), {default})"
         return f"COALESCE(json_extract(data, '$.{field}'), {default})"
 
     def contains(self, column: str) -> str:
         """Whether ``lower(column)`` contains the next parameter."""
-        function = "strpos" if self.name == "postgres" else "instr"
-        return f"{function}(lower({column}), ?) > 0"
+        return f"{'strpos' if self.postgres else 'instr'}(lower({column}), ?) > 0"
+
+    @property
+    def collate_c(self) -> str:
+        """Appended to a text expression ordered by code point, as Python orders
+        strings: SQLite's default collation does; PostgreSQL's needs ``COLLATE "C"``."""
+        return ' COLLATE "C"' if self.postgres else ""
 
 
-SQLITE = Dialect(
-    name="sqlite",
-    hint="+",
-    greatest_fn="MAX",
-    least_fn="MIN",
-    returns_rowid=False,
-    collate_c="",
-)
-POSTGRES = Dialect(
-    name="postgres",
-    hint="",
-    greatest_fn="GREATEST",
-    least_fn="LEAST",
-    returns_rowid=True,
-    collate_c=' COLLATE "C"',
-)
+SQLITE = Dialect("sqlite")
+POSTGRES = Dialect("postgres")

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..records.entry import MemoryEntry
 from ..retrieval.lexical import tokenize
-from .dialect import POSTGRES
 
 if TYPE_CHECKING:
     from .interface import Population
@@ -190,7 +189,7 @@ def _living_filter(store: SqlStore, request: PageRequest) -> tuple[list[str], li
             either.append("(id >= ? AND id < ?)")
             params += [prefix, prefix + "~"]
         tokens = request.tokens()
-        if tokens and sql is POSTGRES:  # its postings table, not packs
+        if tokens and sql.postgres:  # its postings table, not packs
             either.append(
                 "("
                 + " AND ".join(
@@ -354,7 +353,7 @@ def sql_dead_page(store: SqlStore, request: PageRequest) -> tuple[list[str], int
         conds.append("kind = ?")
         params.append(request.kind)
     order = "ORDER BY version DESC, rowid DESC"
-    if request.search and sql is POSTGRES:
+    if request.search and sql.postgres:
         # The dead hold no postings on PostgreSQL: their text is tokenized here.
         where = " AND ".join(conds)
         ids: list[str] = []
