@@ -195,9 +195,9 @@ class PgConnection:
 
     The statements it runs are PostgreSQL's own (the fragments where the dialects
     differ come from ``dialect.POSTGRES``); it changes only their placeholders
-    (``qmark_to_format``). It connects lazily and again after the server went away, turns every
-    driver error into a one-line ``StoreError`` that never shows a password,
-    and notes each new connection so the backend reloads its view.
+    (``qmark_to_format``). It connects lazily and again after the server went away,
+    turns every driver error into a one-line ``StoreError`` that never shows a
+    password, and notes each new connection so the backend reloads its view.
     """
 
     def __init__(self, conninfo: str, schema: str, display: str, connect_timeout: int = 10):
