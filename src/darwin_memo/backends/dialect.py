@@ -16,22 +16,27 @@ psycopg's ``%s`` (``format``), which is all it changes in a statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect"]
 
 
-@dataclass(frozen=True)
 class Dialect:
-    """One database's spelling of what SQLite and PostgreSQL spell differently."""
+    """One database's spelling of what SQLite and PostgreSQL spell differently.
 
-    #: ``"sqlite"`` or ``"postgres"`` (the backend's ``kind``).
-    name: str
+    A plain class, not a dataclass: it is imported by every one-shot CLI call, and
+    generating a frozen dataclass's methods costs more than the rest of this module.
+    """
 
-    @property
-    def postgres(self) -> bool:
-        return self.name == "postgres"
+    __slots__ = ("name", "postgres")
+
+    def __init__(self, name: str) -> None:
+        #: ``"sqlite"`` or ``"postgres"`` (the backend's ``kind``).
+        self.name = name
+        self.postgres = name == "postgres"
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.name!r})"
 
     def unindexed(self, column: str) -> str:
         """``column`` in a condition that should not pick an index.
