@@ -190,9 +190,9 @@ def _fill(
     events: list[dict[str, Any]],
     organic: Rows,
 ) -> None:
-    """Write ``source`` into an empty SQL store (SQLite, or PostgreSQL's translation)."""
+    """Write ``source`` into an empty SQL store (SQLite or PostgreSQL: the same SQL)."""
     from .backends.organic_rows import BLOCK_KEY, write_sql
-    from .backends.sqlite import _dumps
+    from .backends.sqlite import SET_META, _dumps
     from .backends.sqlstore import write_entries_bulk
 
     store = source.store
@@ -228,10 +228,7 @@ def _fill(
         "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
         "payload_extra": extra,
     }
-    conn.executemany(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()],
-    )
+    conn.executemany(SET_META, [(k, json.dumps(v, allow_nan=False)) for k, v in meta.items()])
     write_sql(conn, organic)
 
 

@@ -27,7 +27,10 @@ activation], ...}}``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .dialect import Dialect
 
 __all__ = [
     "ACTIVATION_DECAY",
@@ -265,46 +268,42 @@ def read_sql(conn: Any) -> Rows:
     return links, state
 
 
-_RECALLED = (
-    "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 1, ?) "
-    "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + 1, "
-    "activation = MAX(organic_state.activation, excluded.activation)"
-)
-_ACTIVATED = (
-    "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 0, ?) "
-    "ON CONFLICT (entry_id) DO UPDATE SET "
-    "activation = MAX(organic_state.activation, excluded.activation)"
-)
-_STRENGTHENED = (
-    "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, MIN(1.0, ?)) "
-    "ON CONFLICT (a, b) DO UPDATE SET weight = MIN(1.0, organic_links.weight + excluded.weight)"
-)
-_MOVED = (
-    "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, ?) "
-    "ON CONFLICT (a, b) DO UPDATE SET weight = MAX(organic_links.weight, excluded.weight)"
-)
-_MERGED = (
-    "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, ?, ?) "
-    "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + excluded.recalls, "
-    "activation = MAX(organic_state.activation, excluded.activation)"
-)
+def _statements(d: Dialect) -> tuple[str, str, str, str, str]:
+    """The upserts ``apply_sql`` runs, with ``d``'s row-wise maximum and minimum:
+    (recalled, activated, strengthened, moved, merged)."""
+    raised = d.greatest("organic_state.activation", "excluded.activation")
+    recalled = (
+        "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 1, ?) "
+        "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + 1, "
+        f"activation = {raised}"
+    )
+    activated = (
+        "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, 0, ?) "
+        f"ON CONFLICT (entry_id) DO UPDATE SET activation = {raised}"
+    )
+    strengthened = (
+        f"INSERT INTO organic_links (a, b, weight) VALUES (?, ?, {d.least('1.0', '?')}) "
+        "ON CONFLICT (a, b) DO UPDATE SET "
+        f"weight = {d.least('1.0', 'organic_links.weight + excluded.weight')}"
+    )
+    moved = (
+        "INSERT INTO organic_links (a, b, weight) VALUES (?, ?, ?) ON CONFLICT (a, b) "
+        f"DO UPDATE SET weight = {d.greatest('organic_links.weight', 'excluded.weight')}"
+    )
+    merged = (
+        "INSERT INTO organic_state (entry_id, recalls, activation) VALUES (?, ?, ?) "
+        "ON CONFLICT (entry_id) DO UPDATE SET recalls = organic_state.recalls + excluded.recalls, "
+        f"activation = {raised}"
+    )
+    return recalled, activated, strengthened, moved, merged
 
 
-def _sql(statement: str, postgres: bool) -> str:
-    """``statement`` in the dialect: PostgreSQL spells SQLite's two-argument ``MAX`` and
-    ``MIN`` as ``GREATEST`` and ``LEAST`` (its connection turns ``?`` into ``%s``)."""
-    if not postgres:
-        return statement
-    return statement.replace("MAX(", "GREATEST(").replace("MIN(", "LEAST(")
-
-
-def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = False) -> None:
+def apply_sql(conn: Any, events: Iterable[dict[str, Any]], dialect: Dialect) -> None:
     """Apply a transaction's events to an SQL store's rows, inside its transaction.
 
     Every change is an increment or a bound (``recalls + 1``, ``MIN(1, weight + by)``,
-    ``MAX(activation, level)``) on the rows as they are at commit, so concurrent
-    recalls from other processes are never overwritten. ``postgres``: ``conn`` is a
-    PostgreSQL store's connection (``GREATEST``/``LEAST`` for ``MAX``/``MIN``).
+    ``MAX(activation, level)``, spelled as ``dialect`` spells them) on the rows as they
+    are at commit, so concurrent recalls from other processes are never overwritten.
     """
     ops = organic_ops(events)
     if not ops:
@@ -315,13 +314,14 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = F
         ).fetchone()
         if not held:  # a store nobody recalled in: nothing to decay or clean up
             return
+    recalled, activated_sql, strengthened_sql, moved_sql, merged_sql = _statements(dialect)
     for op in ops:
         if op[0] == "recall":
             _, entry, level, activated, strengthened = op
-            conn.execute(_sql(_RECALLED, postgres), (entry, level))
-            conn.executemany(_sql(_ACTIVATED, postgres), activated)
+            conn.execute(recalled, (entry, level))
+            conn.executemany(activated_sql, activated)
             conn.executemany(
-                _sql(_STRENGTHENED, postgres),
+                strengthened_sql,
                 [(*_pair(entry, other), by) for other, by in strengthened if other != entry],
             )
         elif op[0] == "decay":
@@ -346,9 +346,7 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = F
                     other = b if a == m else a
                     if other not in group and other != heir:
                         moved[other] = max(moved.get(other, 0.0), float(w))
-            conn.executemany(
-                _sql(_MOVED, postgres), [(*_pair(heir, o), w) for o, w in sorted(moved.items())]
-            )
+            conn.executemany(moved_sql, [(*_pair(heir, o), w) for o, w in sorted(moved.items())])
             held = []
             for m in members:
                 row = conn.execute(
@@ -358,7 +356,7 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = F
                     held.append((int(row[0]), float(row[1])))
             if held:
                 conn.execute(
-                    _sql(_MERGED, postgres),
+                    merged_sql,
                     (heir, sum(r for r, _ in held), max(a for _, a in held)),
                 )
             _forget_sql(conn, [m for m in members if m != heir])
@@ -367,8 +365,8 @@ def apply_sql(conn: Any, events: Iterable[dict[str, Any]], *, postgres: bool = F
 def write_sql(conn: Any, rows: Rows) -> None:
     """Write ``rows`` into an SQL store's empty organic tables (a copy: ``migrate``).
 
-    SQLite or PostgreSQL (its connection takes SQLite's statements); inside the
-    caller's transaction.
+    SQLite or PostgreSQL (the statements are the same in both); inside the caller's
+    transaction.
     """
     links, state = rows
     conn.executemany(

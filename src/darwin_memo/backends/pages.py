@@ -9,8 +9,10 @@ holds no SQL of its own. Two implementations answer it with the same rows:
 * in SQL (``SqlStore`` on SQLite and PostgreSQL): the same rule as a query over
   the ``entries`` table. A living entry's balance in SQL is ``sqlstore``'s
   ``_NOW``, the float operations of the store's own lazy upkeep, so both sort
-  alike. Where the dialects differ (JSON fields, substring search, collation,
-  the token lists) each gets its own SQL; nothing is translated.
+  alike. Where the dialects differ (JSON fields, substring search, collation) a
+  statement takes the fragment from its store's ``dialect`` (``backends.dialect``);
+  where the schemas differ (the token lists: SQLite's packs and blocks,
+  PostgreSQL's ``postings`` table) each gets its own query.
 
 The search rule: a hex text of 3 to 32 characters matches the ids it prefixes;
 a text with word tokens matches the entries holding every token; any other text
@@ -139,30 +141,6 @@ def sort_key(store: Population, key: str) -> Callable[[MemoryEntry], Any]:
 # -- the rule, in SQL ------------------------------------------------------------------
 
 
-class _Dialect:
-    """The SQL that differs between SQLite and PostgreSQL."""
-
-    def __init__(self, postgres: bool) -> None:
-        self.postgres = postgres
-        self.collate = ' COLLATE "C"' if postgres else ""
-
-    def field(self, name: str, default: int) -> str:
-        """A number kept in a row's ``data`` JSON (left out at its default)."""
-        if self.postgres:
-            return f"COALESCE(CAST(data::jsonb ->> '{name}' AS DOUBLE PRECISION), {default})"
-        return f"COALESCE(json_extract(data, '$.{name}'), {default})"
-
-    def contains(self, column: str) -> str:
-        """Whether lower(``column``) contains the next parameter."""
-        if self.postgres:
-            return f"strpos(lower({column}), ?) > 0"
-        return f"instr(lower({column}), ?) > 0"
-
-
-def _dialect(store: SqlStore) -> _Dialect:
-    return _Dialect(getattr(store.backend, "kind", "sqlite") == "postgres")
-
-
 def _balance(store: SqlStore) -> tuple[str, list[Any]]:
     """A living row's balance now and its parameters: the store's own ``_NOW``."""
     from .rows import _NOW
@@ -194,7 +172,7 @@ def _holding_all_sqlite(conn: Any, tokens: list[str]) -> list[int] | None:
 def _living_filter(store: SqlStore, request: PageRequest) -> tuple[list[str], list[Any]] | None:
     """WHERE conditions (and parameters) for the request's filters and search on
     living rows; None when nothing can match."""
-    sql = _dialect(store)
+    sql = store.dialect
     conds: list[str] = []
     params: list[Any] = []
     if request.kind:
@@ -203,7 +181,7 @@ def _living_filter(store: SqlStore, request: PageRequest) -> tuple[list[str], li
     if request.flag == "pinned":
         conds.append("pinned = 1")
     elif request.flag == "probation":
-        conds.append(sql.field("probation", 0) + " > 0")
+        conds.append(sql.json_number("probation", 0) + " > 0")
     if request.search:
         either: list[str] = []
         prefix = request.id_prefix()
@@ -211,7 +189,7 @@ def _living_filter(store: SqlStore, request: PageRequest) -> tuple[list[str], li
             either.append("(id >= ? AND id < ?)")
             params += [prefix, prefix + "~"]
         tokens = request.tokens()
-        if tokens and sql.postgres:
+        if tokens and sql.postgres:  # its postings table, not packs
             either.append(
                 "("
                 + " AND ".join(
@@ -239,7 +217,7 @@ def _living_filter(store: SqlStore, request: PageRequest) -> tuple[list[str], li
 
 def _order(store: SqlStore, key: str, desc: bool) -> tuple[str, list[Any]]:
     """The ORDER BY terms for ``key`` (``sort_key`` in SQL) and their parameters."""
-    sql = _dialect(store)
+    sql = store.dialect
     d = " DESC" if desc else " ASC"
     balance, bparams = _balance(store)
     if key == "balance":
@@ -253,16 +231,16 @@ def _order(store: SqlStore, key: str, desc: bool) -> tuple[str, list[Any]]:
             [u, u, *bparams],
         )
     if key == "age_ticks":
-        return f"(-{sql.field('born_cycle', 0)}){d}", []
+        return f"(-{sql.json_number('born_cycle', 0)}){d}", []
     if key == "last_settled_tick":
-        return f"{sql.field('last_used_cycle', -1)}{d}", []
+        return f"{sql.json_number('last_used_cycle', -1)}{d}", []
     if key == "uses":
-        return f"{sql.field('uses', 0)}{d}", []
+        return f"{sql.json_number('uses', 0)}{d}", []
     if key == "kind":
-        return f"kind{sql.collate}{d}", []
+        return f"kind{sql.collate_c}{d}", []
     if key == "question":
-        return f"lower(question){sql.collate}{d}", []
-    return f"id{sql.collate}{d}", []
+        return f"lower(question){sql.collate_c}{d}", []
+    return f"id{sql.collate_c}{d}", []
 
 
 def sql_living_page(store: SqlStore, request: PageRequest) -> tuple[list[str], int]:
@@ -272,7 +250,7 @@ def sql_living_page(store: SqlStore, request: PageRequest) -> tuple[list[str], i
         return [], 0
     conds, params = built
     conn = store.conn
-    clause = " AND ".join(["+alive = 1", *conds])  # a scan, not an index walk
+    clause = " AND ".join([f"{store.dialect.unindexed('alive')} = 1", *conds])  # a scan
     if not conds:
         total = len(store)
         if request.sort in ("balance", "ticks_to_starvation"):
@@ -288,7 +266,7 @@ def sql_living_page(store: SqlStore, request: PageRequest) -> tuple[list[str], i
         str(i)
         for (i,) in conn.execute(
             f"SELECT id FROM entries WHERE {clause} "
-            f"ORDER BY {order}, id{_dialect(store).collate} LIMIT ? OFFSET ?",
+            f"ORDER BY {order}, id{store.dialect.collate_c} LIMIT ? OFFSET ?",
             [*params, *oparams, request.limit, request.offset],
         )
     ]
@@ -327,7 +305,7 @@ def _balance_page(store: SqlStore, request: PageRequest) -> list[str] | None:
         window, wparams = "AND death_tick <= ?", [max(boundary[0], near)]
     direction = "DESC" if desc else "ASC"
     balance, bparams = _balance(store)
-    collate = _dialect(store).collate
+    collate = store.dialect.collate_c
     mortal = conn.execute(
         f"SELECT {balance}, id FROM entries WHERE alive = 1 AND pinned = 0 {window} "
         f"ORDER BY {balance} {direction}, id{collate} LIMIT ?",
@@ -368,7 +346,7 @@ _HOLDS_TOKEN = (
 def sql_dead_page(store: SqlStore, request: PageRequest) -> tuple[list[str], int]:
     """The ids on the requested page of dead rows (most recently buried first), and
     how many matched. Only ``kind`` and ``search`` of the request apply."""
-    sql = _dialect(store)
+    sql = store.dialect
     conn = store.conn
     conds, params = ["alive = 0"], list[Any]()
     if request.kind:

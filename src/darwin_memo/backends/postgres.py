@@ -8,10 +8,13 @@ schema (``NAME``, ``darwin_memo`` when the URL names none), so several stores
 share a database without sharing a row, and a store's migrations are recorded
 in its own ``schema_migrations`` table.
 
-The tables, and the SQL that reads and writes them, are the SQLite backend's:
-``SqliteBackend`` and ``SqlStore`` run unchanged over ``PgConnection``, which
-translates the few places where the two dialects differ (placeholders, upserts,
-``MAX(a, b)``, SQLite's index hints) and gives each row the same ``rowid``.
+The tables mirror the SQLite backend's (each row has the same ``rowid``), and the
+code that reads and writes them is shared: ``SqliteBackend`` and ``SqlStore`` run over
+``PgConnection``. Their statements are written once in SQL both databases accept
+(upserts as ``INSERT ... ON CONFLICT``); where the dialects differ (the row-wise
+``GREATEST``, SQLite's index hints, ``RETURNING`` a new rowid, JSON fields, collation)
+each statement takes its fragment from ``dialect.POSTGRES``. The connection changes
+only the placeholders: ``?`` (sqlite3's paramstyle) becomes ``%s`` (psycopg's).
 
 Locking: every ledger operation is one transaction that first takes a
 transaction-scoped advisory lock on its store, then reads what other hosts
@@ -29,12 +32,13 @@ With the ``vector`` extension, an ``EmbeddingRetriever`` searches in SQL (``pgde
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     StoreError,
@@ -45,6 +49,7 @@ from ..errors import (
 )
 from ..records.entry import utc_now_iso
 from . import is_postgres_url
+from .dialect import POSTGRES, Dialect
 from .interface import Loaded, PickRetriever, Refreshed, View
 from .pgdense import VECTOR_MODES, DenseTable, PgStore
 from .sqlite import DEFAULT_LOCK_TIMEOUT, SqliteBackend
@@ -60,6 +65,7 @@ __all__ = [
     "PostgresBackend",
     "is_postgres_url",
     "parse_url",
+    "qmark_to_format",
     "shown",
 ]
 
@@ -114,7 +120,8 @@ def parse_url(url: str) -> tuple[str, str, str]:
             "(at most 63, not starting with a digit or pg_, not public)"
         )
     rest = [(k, v) for k, v in query if k not in ("store", "vectors")]
-    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    # %20 for a space, not +: libpq decodes %XX only (``options=-c%20name%3Dvalue``).
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
     netloc = parts.netloc.rsplit("@", 1)
     host = netloc[-1]
     user = netloc[0].split(":", 1)[0] + "@" if len(netloc) == 2 else ""
@@ -141,64 +148,36 @@ def shown(store: object) -> str:
         return urlunsplit(parts._replace(netloc=user + host[-1], query=""))
 
 
-# -- the SQLite dialect, spoken to PostgreSQL ------------------------------------------
+# -- sqlite3's placeholders, in psycopg's paramstyle ------------------------------------
 
-_PRIMARY_KEYS = {
-    "meta": "key",
-    "tickets": "id",
-    "lineage": "member",
-    "counters": "name",
-    "energy_sums": "kind",
-}
-_REPLACE = re.compile(
-    r"INSERT OR REPLACE INTO (\w+) \(([^)]*)\) VALUES \(([^)]*)\)", re.IGNORECASE | re.DOTALL
-)
-_REWRITES = (
-    ("+alive", "alive"),
-    ("MAX(0.0,", "GREATEST(0.0,"),
-    ("MAX(0,", "GREATEST(0,"),
-    ("SET df = df + 1", "SET df = tokens.df + 1"),
-    ("SET value = value + excluded.value", "SET value = counters.value + excluded.value"),
-)
-_TRANSLATED: dict[str, tuple[str, bool]] = {}
+#: A quoted literal or identifier (its ``?`` is text, not a placeholder), a ``?``, or a
+#: ``%`` (psycopg reads each ``%`` in a statement with parameters as the start of one
+#: of its placeholders, inside quotes too).
+_QMARK_PARTS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[?%]")
 
 
-def _replace(match: re.Match[str]) -> str:
-    table, columns, values = match.group(1), match.group(2), match.group(3)
-    key = _PRIMARY_KEYS[table]
-    names = [c.strip() for c in columns.split(",")]
-    update = ", ".join(f"{c} = EXCLUDED.{c}" for c in names if c != key)
-    return (
-        f"INSERT INTO {table} ({columns}) VALUES ({values}) "
-        f"ON CONFLICT ({key}) DO UPDATE SET {update}"
-    )
+def _formatted(part: re.Match[str]) -> str:
+    text = part.group()
+    return "%s" if text == "?" else text.replace("%", "%%")
 
 
-def translate(sql: str) -> tuple[str, bool]:
-    """PostgreSQL for one SQLite statement, and whether it returns a new rowid."""
-    cached = _TRANSLATED.get(sql)
-    if cached is not None:
-        return cached
-    out = sql.replace("%", "%%")
-    for old, new in _REWRITES:
-        out = out.replace(old, new)
-    out = _REPLACE.sub(_replace, out)
-    if out.lstrip().upper().startswith("INSERT OR IGNORE INTO"):
-        out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO", 1) + " ON CONFLICT DO NOTHING"
-    returns = bool(re.match(r"\s*INSERT INTO entries \((?!rowid)", out))
-    if returns:
-        out += " RETURNING rowid"
-    out = out.replace("?", "%s")
-    _TRANSLATED[sql] = (out, returns)
-    return out, returns
+@functools.lru_cache(maxsize=4096)
+def qmark_to_format(sql: str) -> str:
+    """``sql`` with sqlite3's ``qmark`` placeholders (``?``) as psycopg's ``format``
+    ones (``%s``), and every other ``%`` doubled.
+
+    The SQL stores write each statement once, with ``?`` (``backends.dialect``); this
+    is the one change ``PgConnection`` makes to a statement: the DB-API ``paramstyle``
+    of the two drivers differs, the SQL does not.
+    """
+    return _QMARK_PARTS.sub(_formatted, sql)
 
 
 class _Result:
-    """What ``sqlite3.Cursor`` offers the shared code: rows, iteration, ``lastrowid``."""
+    """What ``sqlite3.Cursor`` offers the shared code: the rows, fetched and iterated."""
 
-    def __init__(self, rows: list[tuple[Any, ...]], lastrowid: int | None = None) -> None:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self._rows = rows
-        self.lastrowid = lastrowid
 
     def fetchone(self) -> tuple[Any, ...] | None:
         return self._rows[0] if self._rows else None
@@ -211,11 +190,14 @@ class _Result:
 
 
 class PgConnection:
-    """A psycopg connection that accepts the SQLite backend's SQL.
+    """A psycopg connection with the part of ``sqlite3.Connection``'s surface the SQL
+    stores use (``execute`` and ``executemany`` with ``?`` placeholders).
 
-    It connects lazily and again after the server went away, turns every
-    driver error into a one-line ``StoreError`` that never shows a password,
-    and notes each new connection so the backend reloads its view.
+    The statements it runs are PostgreSQL's own (the fragments where the dialects
+    differ come from ``dialect.POSTGRES``); it changes only their placeholders
+    (``qmark_to_format``). It connects lazily and again after the server went away,
+    turns every driver error into a one-line ``StoreError`` that never shows a
+    password, and notes each new connection so the backend reloads its view.
     """
 
     def __init__(self, conninfo: str, schema: str, display: str, connect_timeout: int = 10):
@@ -327,21 +309,19 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
         import psycopg
 
-        text, returns = translate(sql)
         raw = self.raw()
         try:
-            cur = raw.execute(text, tuple(params) if params else None)
+            # Without parameters psycopg sends the text as it is (a %% would stay %%).
+            cur = raw.execute(qmark_to_format(sql), tuple(params)) if params else raw.execute(sql)
             rows = cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
             raise self.error(exc) from None
-        if returns:
-            return _Result([], int(rows[0][0]))
         return _Result(rows)
 
     def executemany(self, sql: str, seq: Any) -> None:
         import psycopg
 
-        text, _ = translate(sql)
+        text = qmark_to_format(sql)
         batch = [tuple(p) for p in seq]
         if not batch:
             return
@@ -497,6 +477,7 @@ class PostgresBackend(SqliteBackend):
     """A ledger's state in one schema of a PostgreSQL database (module docstring)."""
 
     kind = "postgres"
+    dialect: Dialect = POSTGRES
     history_in_memory = False
     merge_notes_held = False  # a notes row per member, as before SQLite's schema 9
 

@@ -54,6 +54,7 @@ __all__ = [
     "pack_ids",
     "postings_kept",
     "rebuild_token",
+    "set_count",
     "token_ids",
     "unindex_many",
     "unpack_ids",
@@ -107,8 +108,17 @@ def bump_count(conn: sqlite3.Connection, name: str, by: int) -> None:
     """Add ``by`` to the store's counter ``name`` (the ``counters`` table)."""
     conn.execute(
         "INSERT INTO counters (name, value) VALUES (?, ?) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+        "ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
         (name, by),
+    )
+
+
+def set_count(conn: sqlite3.Connection, name: str, value: int) -> None:
+    """Set the store's counter ``name`` to ``value`` (the ``counters`` table)."""
+    conn.execute(
+        "INSERT INTO counters (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (name, value),
     )
 
 
@@ -206,8 +216,8 @@ def _index_tokens(
         add_df(conn, dict.fromkeys(toks, 1))
         if postings:
             conn.executemany(
-                "INSERT OR IGNORE INTO postings (token_id, entry_rowid) "
-                "SELECT id, ? FROM tokens WHERE token = ?",
+                "INSERT INTO postings (token_id, entry_rowid) "
+                "SELECT id, ? FROM tokens WHERE token = ? ON CONFLICT DO NOTHING",
                 [(rowid, t) for t in toks],
             )
     else:
@@ -337,7 +347,8 @@ def _write_blocks(conn: sqlite3.Connection, token_id: int, rowids: Iterable[int]
         bits = _set_bits(row[0] if row else b"", offsets, on)
         if bits:
             conn.execute(
-                "INSERT OR REPLACE INTO blocks (token_id, block, bits) VALUES (?, ?, ?)",
+                "INSERT INTO blocks (token_id, block, bits) VALUES (?, ?, ?) "
+                "ON CONFLICT (token_id, block) DO UPDATE SET bits = excluded.bits",
                 (token_id, block, bits),
             )
         elif row:
@@ -443,10 +454,7 @@ def new_stamp(conn: sqlite3.Connection) -> None:
     """Write a fresh ``index_stamp``: long-lived handles drop the lists and token counts
     they hold in memory. Random, not a counter: a rolled-back change must not leave a
     number another writer could reach with different postings."""
-    conn.execute(
-        "INSERT OR REPLACE INTO counters (name, value) VALUES ('index_stamp', ?)",
-        (int.from_bytes(os.urandom(7), "little"),),
-    )
+    set_count(conn, "index_stamp", int.from_bytes(os.urandom(7), "little"))
 
 
 def _dropper(gone: Collection[int]) -> Callable[[bytes], bytes]:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 
 from ..errors import StoreError, StoreFormatError, StoreLockedError, StoreNotFound
 from . import hold_sqlite, is_live_sqlite, release_sqlite
+from .dialect import SQLITE, Dialect
 from .files import warn_if_exposed
 from .interface import Loaded, PickRetriever, Refreshed, View
 from .journal import pack_record, unpack_record
@@ -45,7 +46,13 @@ if TYPE_CHECKING:
     from ..records.ticket import Changes, Ticket
     from .sqlstore import SqlStore
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "STATEMENT_DEADLINE", "SqliteBackend"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "SET_META", "STATEMENT_DEADLINE", "SqliteBackend"]
+
+#: Set one ``meta`` value (parameters: key, JSON text), in SQL both dialects speak.
+SET_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -136,6 +143,8 @@ def _row_tokens(toks: object, text: object) -> str:
 
 class SqliteBackend:
     kind = "sqlite"
+    #: The SQL fragments this backend's database spells its own way (``dialect``).
+    dialect: Dialect = SQLITE
     history_in_memory = False
     #: A merge's note to its members is one ``merge_notes`` row by its heir (schema 9);
     #: PostgreSQL, which speaks this class's SQL, keeps a ``notes`` row per member.
@@ -502,8 +511,9 @@ class SqliteBackend:
         store.flush(changes.touched)
         store.save_vectors(changes.touched)
         self.conn.executemany(
-            "INSERT OR REPLACE INTO tickets (id, open, born_tick, data, version) "
-            "VALUES (?, 1, ?, ?, ?)",
+            "INSERT INTO tickets (id, open, born_tick, data, version) VALUES (?, 1, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET open = 1, born_tick = excluded.born_tick, "
+            "data = excluded.data, version = excluded.version",
             [(t.id, t.born_tick, _dumps(t.to_dict()), version) for t in changes.opened],
         )
         if changes.closed:
@@ -539,7 +549,9 @@ class SqliteBackend:
             once = sorted((heir, held[0]) for heir, held in merged.items() if held is not None)
             if once:
                 self.conn.executemany(
-                    "INSERT OR REPLACE INTO merge_notes (heir, data) VALUES (?, ?)", once
+                    "INSERT INTO merge_notes (heir, data) VALUES (?, ?) "
+                    "ON CONFLICT (heir) DO UPDATE SET data = excluded.data",
+                    once,
                 )
         self.conn.executemany(
             "INSERT INTO events (event, tick, ts, data) VALUES (?, ?, ?, ?)",
@@ -551,16 +563,13 @@ class SqliteBackend:
         from .organic_rows import ORGANIC_EVENTS, apply_sql
 
         if any(e["event"] in ORGANIC_EVENTS for e in changes.events) and self._has_organic():
-            apply_sql(self.conn, changes.events, postgres=self.kind == "postgres")
+            apply_sql(self.conn, changes.events, self.dialect)
         meta = {
             "version": version,
             "tick_count": changes.tick_count,
             "config": {"max_energy": store.max_energy, "upkeep": store.upkeep},
         }
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [(k, _dumps(v)) for k, v in meta.items()],
-        )
+        self.conn.executemany(SET_META, [(k, _dumps(v)) for k, v in meta.items()])
         self._seen = version
 
     def _has_organic(self) -> bool:
@@ -574,19 +583,14 @@ class SqliteBackend:
     def write_meta(self, key: str, value: Any) -> None:
         """Set one meta value in its own transaction (used by migration)."""
         with self._immediate():
-            self.conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value))
-            )
+            self.conn.execute(SET_META, (key, _dumps(value)))
 
     def record_retriever(self, name: str, state: dict[str, Any] | None = None) -> None:
         """Record the retriever every host process of this store searches with. The
         vectors (``state`` elsewhere) are those the population's retriever cached and
         the ``vectors`` table lacks (SQLite: ``SqlStore.save_vectors``), written with it."""
         with self._immediate():
-            self.conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                ("retriever", _dumps(name)),
-            )
+            self.conn.execute(SET_META, ("retriever", _dumps(name)))
             if self.store is not None:
                 self.store.save_vectors()
         self.recorded_retriever = name

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..retrieval.protocols import Retriever
+    from .dialect import Dialect
 
 __all__ = ["SqlSearch"]
 
@@ -69,6 +70,7 @@ class SqlSearch:
 
     if TYPE_CHECKING:  # what it uses of the store it is part of
         conn: sqlite3.Connection
+        dialect: Dialect
         retriever: Retriever
         tick: int
         upkeep: float
@@ -163,6 +165,7 @@ class SqlSearch:
         equal balances: thousands tie on templated lessons, one row read each).
         """
         params = (self.tick, self.upkeep, self.tick, self.upkeep, self.tick)
+        living = f"{self.dialect.unindexed('alive')} = 1"
         best: list[tuple[float, int]] = []
         if bounded and 0 < need <= _CHUNK:
             top = self._highest_balance(TIE_GROUPS)
@@ -170,7 +173,7 @@ class SqlSearch:
                 first = tied[:need]
                 rows = self.conn.execute(
                     f"SELECT rowid, {_NOW} FROM entries "
-                    f"WHERE rowid IN ({','.join('?' * len(first))}) AND +alive = 1",
+                    f"WHERE rowid IN ({','.join('?' * len(first))}) AND {living}",
                     (*params, *first),
                 ).fetchall()
                 if len(rows) == need and all(float(now) >= top for _, now in rows):
@@ -181,7 +184,7 @@ class SqlSearch:
                 (-float(now), int(rowid))
                 for rowid, now in self.conn.execute(
                     f"SELECT rowid, {_NOW} AS now FROM entries "
-                    f"WHERE rowid IN ({marks}) AND +alive = 1 "
+                    f"WHERE rowid IN ({marks}) AND {living} "
                     "ORDER BY now DESC, rowid LIMIT ?",
                     (*params, *part, need),
                 )
@@ -466,10 +469,11 @@ class SqlSearch:
             scores = dict(found)
             keys = sorted(scores)
         rows: list[tuple[Any, ...]] = []
+        living = f"{self.dialect.unindexed('alive')} = 1"
         for part in chunks(keys):
             marks = ",".join("?" * len(part))
             rows += self.conn.execute(
-                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND +alive = 1",
+                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND {living}",
                 tuple(part),
             ).fetchall()
         rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it

@@ -64,6 +64,7 @@ from .rows import (
     row_values,
     toks_column,
 )
+from .sqlite import SET_META
 from .sqlsearch import SqlSearch
 from .sqlwrites import _keeps_sums, _RowWrites, write_entries_bulk, write_entry
 from .sums import ONE, EnergySums, exact, read_sums
@@ -123,6 +124,8 @@ class SqlStore(HeldEntries, SqlSearch):
         super().__init__(max_energy=max_energy, upkeep=upkeep, retriever=retriever)
         self.backend = backend
         self.conn = backend.conn
+        #: How this store's database spells what SQLite and PostgreSQL spell differently.
+        self.dialect = backend.dialect
         #: The tick lazy upkeep is computed at (kept equal to the ledger's tick).
         self.tick = 0
         self.damaged: set[str] = set()
@@ -179,6 +182,7 @@ class SqlStore(HeldEntries, SqlSearch):
         self._member_rows.pop(entry.id, None)  # a row read before this write is stale
         write_entry(
             self.conn,
+            self.dialect,
             entry,
             alive=alive,
             damaged=entry.id in self.damaged,
@@ -276,7 +280,7 @@ class SqlStore(HeldEntries, SqlSearch):
         cached = self._population.get(entry_id)
         if cached is not None:
             return cached
-        rows = self._fetch("id = ? AND +alive = 1", (entry_id,))
+        rows = self._fetch(f"id = ? AND {self.dialect.unindexed('alive')} = 1", (entry_id,))
         if not rows:
             return None
         entry = self._materialize(rows[0])
@@ -422,7 +426,7 @@ class SqlStore(HeldEntries, SqlSearch):
 
         def settle(indices: list[int]) -> None:
             self.conn.executemany(
-                "INSERT OR IGNORE INTO settled (entry_rowid) VALUES (?)",
+                "INSERT INTO settled (entry_rowid) VALUES (?) ON CONFLICT DO NOTHING",
                 sorted((rowids[i],) for i in indices),
             )
 
@@ -443,10 +447,7 @@ class SqlStore(HeldEntries, SqlSearch):
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'settled_rule'").fetchone()
         if row is None or loads(row[0]) != rule:
             self.conn.execute("DELETE FROM settled")
-            self.conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('settled_rule', ?)",
-                (_dumps(rule),),
-            )
+            self.conn.execute(SET_META, ("settled_rule", _dumps(rule)))
             return set()
         return set(map(first_column, self.conn.execute("SELECT entry_rowid FROM settled")))
 
@@ -463,15 +464,16 @@ class SqlStore(HeldEntries, SqlSearch):
         ``texts``: their tokens as text by rowid, where the caller has them.
         """
         rows: dict[int, tuple[Any, ...]] = {}
+        living = f"{self.dialect.unindexed('alive')} = 1"
         for part in chunks(sorted(set(rowids))):
             marks = ",".join("?" * len(part))
             if keep is None:
-                for row in self._fetch(f"rowid IN ({marks}) AND +alive = 1", tuple(part)):
+                for row in self._fetch(f"rowid IN ({marks}) AND {living}", tuple(part)):
                     rows[int(row[0])] = row
                 continue
             for *row, toks, row_text in self.conn.execute(
                 f"SELECT {_COLUMNS}, toks, {_TEXT} FROM entries "
-                f"WHERE rowid IN ({marks}) AND +alive = 1",
+                f"WHERE rowid IN ({marks}) AND {living}",
                 tuple(part),
             ):
                 rows[int(row[0])] = tuple(row)

@@ -246,8 +246,9 @@ class StoredVectors:
             return 0
         conn.execute(VECTORS_DDL)  # (made again if it was dropped)
         conn.executemany(
-            "INSERT OR REPLACE INTO vectors (entry_id, model, dims, text_hash, vector) "
-            "VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO vectors (entry_id, model, dims, text_hash, vector) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (entry_id, model) DO UPDATE SET "
+            "dims = excluded.dims, text_hash = excluded.text_hash, vector = excluded.vector",
             [(i, m, d, h, encode_vector(v)) for i, m, d, h, v in rows],
         )
         if self.dims is None:

@@ -20,6 +20,7 @@ from .postings import (
     first_column,
     new_stamp,
     pack_ids,
+    set_count,
 )
 from .rows import (
     _TEXT,
@@ -35,8 +36,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .dialect import Dialect
 
-__all__ = ["write_entries_bulk", "write_entry"]
+
+__all__ = ["SET_HEIR", "write_entries_bulk", "write_entry"]
+
+#: Record a merged entry's heir (parameters: member, heir); a later merge of the
+#: heir's lineage moves the member on to the new heir.
+SET_HEIR = (
+    "INSERT INTO lineage (member, heir) VALUES (?, ?) "
+    "ON CONFLICT (member) DO UPDATE SET heir = excluded.heir"
+)
 
 
 class _RowWrites:
@@ -70,7 +80,7 @@ class _RowWrites:
             sorted(self.updates, key=itemgetter(-1)),
         )
         conn.executemany(
-            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)",
+            SET_HEIR,
             sorted(self.lineage, key=first_column),  # stable: the last write stays last
         )
         self.columns, self.updates, self.lineage = [], [], []
@@ -90,6 +100,7 @@ def _keeps_sums(conn: sqlite3.Connection) -> bool:
 
 def write_entry(
     conn: sqlite3.Connection,
+    dialect: Dialect,
     entry: MemoryEntry,
     *,
     alive: bool,
@@ -102,7 +113,8 @@ def write_entry(
 ) -> None:
     """Insert or update one row, keeping the index and the counters in step.
 
-    With ``deferred``, the packs and blocks are left to ``postings.apply_list_changes``; with
+    ``dialect``: how ``conn``'s database hands back a new row's rowid. With
+    ``deferred``, the packs and blocks are left to ``postings.apply_list_changes``; with
     ``sums``, the row leaves and joins them (``backends.sums``) as it was and is.
     """
     row = conn.execute(
@@ -127,10 +139,10 @@ def write_entry(
         cur = conn.execute(
             "INSERT INTO entries (alive, energy, anchor, pinned, death_tick, toks, damaged, "
             "version, kind, question, answer, sources, data, id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?){dialect.returning_rowid()}",
             (*params, entry.id),
         )
-        rowid = int(cur.lastrowid or 0)
+        rowid = dialect.inserted_rowid(cur)
         was_alive, old_toks = False, ""
     else:
         rowid, was_alive = int(row[0]), bool(row[1])
@@ -155,9 +167,7 @@ def write_entry(
         if alive and not entry.pinned:
             sums.add(entry.kind.value, entry.energy, tick)
     for member in entry.lineage:
-        conn.execute(
-            "INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", (member, entry.id)
-        )
+        conn.execute(SET_HEIR, (member, entry.id))
 
 
 def write_entries_bulk(
@@ -271,12 +281,9 @@ def write_entries_bulk(
             ((i, r) for i, t in enumerate(ordered, 1) for r in token_rows[t]),
         )
     if isinstance(conn, sqlite3.Connection):
-        conn.execute(
-            "INSERT OR REPLACE INTO counters (name, value) VALUES ('token_ids', ?)",
-            (len(dense) if packed else len(ordered),),
-        )
+        set_count(conn, "token_ids", len(dense) if packed else len(ordered))
         new_stamp(conn)
-    conn.executemany("INSERT OR REPLACE INTO lineage (member, heir) VALUES (?, ?)", lineage)
+    conn.executemany(SET_HEIR, lineage)
     bump_count(conn, "alive", alive_count)
     if sums is not None:  # the store was empty: these rows are all it sums
         conn.execute("DELETE FROM energy_sums")

@@ -101,8 +101,10 @@ class EnergySums:
             count, anchors, energies = self.kinds.get(kind, (0, 0, 0))
             if count or anchors or energies:
                 conn.execute(
-                    "INSERT OR REPLACE INTO energy_sums (kind, entries, anchors, energy) "
-                    "VALUES (?, ?, ?, ?)",
+                    "INSERT INTO energy_sums (kind, entries, anchors, energy) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (kind) DO UPDATE SET "
+                    "entries = excluded.entries, anchors = excluded.anchors, "
+                    "energy = excluded.energy",
                     (kind, count, anchors, str(energies)),
                 )
             else:
