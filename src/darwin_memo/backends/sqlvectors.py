@@ -127,6 +127,10 @@ class StoredVectors:
         #: what the next write writes.
         self.unsaved: dict[str, MemoryEntry] = {}
 
+    def has_table(self) -> bool:
+        """Whether the store has its ``vectors`` table (anyone may drop it)."""
+        return self._has_table()
+
     def _has_table(self) -> bool:
         found = self.conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
@@ -213,6 +217,63 @@ class StoredVectors:
             dense.warm(todo, batch)
         except ValueError:  # a batch the embedder refused: one by one, skipping the unusable
             dense.warm(todo)
+
+    # -- for the dense search keyed by rowid (``sqldense``) ----------------------------
+
+    def begin(self, model: str, dims: int) -> None:
+        """``sqldense.DenseRows`` reads ``model``'s rows itself: what ``prepare`` starts
+        with at a first search, without reading them here."""
+        if model != self.model:
+            self.model, self.stored, self.stale, self.unsaved = model, {}, set(), {}
+        if self.dims is None:
+            self.dims = dims
+
+    def rows_of(self, model: str, ids: Sequence[str]) -> dict[str, tuple[Any, Any, Any]]:
+        """The table's ``(dims, text_hash, vector)`` of ``model`` by entry id, for those
+        of ``ids`` it holds (nothing checked: the caller checks as ``_read`` does)."""
+        found: dict[str, tuple[Any, Any, Any]] = {}
+        if not ids or not self._has_table():
+            return found
+        for part in _chunks(ids):
+            marks = ",".join("?" * len(part))
+            for entry_id, dims, digest, blob in self.conn.execute(
+                "SELECT entry_id, dims, text_hash, vector FROM vectors "
+                f"WHERE model = ? AND entry_id IN ({marks})",
+                (model, *part),
+            ):
+                found[entry_id] = (dims, digest, blob)
+        return found
+
+    def find_stale(self, model: str, matched: int) -> None:
+        """After reading the rows of every living entry (``matched`` of them had a row
+        of ``model``): the rows of entries no longer living are deleted at the next
+        write, as ``prepare``'s first read finds them."""
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)
+        ).fetchone()
+        if int(count) <= matched:
+            return
+        self.stale.update(
+            str(entry_id)
+            for (entry_id,) in self.conn.execute(
+                "SELECT v.entry_id FROM vectors AS v WHERE v.model = ? AND NOT EXISTS "
+                "(SELECT 1 FROM entries AS e WHERE e.id = v.entry_id AND e.alive = 1)",
+                (model,),
+            )
+        )
+
+    def embed(self, retriever: Any, entries: Sequence[MemoryEntry]) -> None:
+        """Embed ``entries`` into the retriever's cache (in batches); what gets a
+        vector is written by the next write, as ``prepare`` embeds and keeps."""
+        dense = dense_part(retriever)
+        if dense is None or not entries:
+            return
+        self._embed(dense, list(entries))
+        self.unsaved.update((e.id, e) for e in entries)
+
+    def keep(self, entries: Iterable[MemoryEntry]) -> None:
+        """Entries whose cached vector the table lacks: written by the next write."""
+        self.unsaved.update((e.id, e) for e in entries)
 
     # -- writing ----------------------------------------------------------------------
 
