@@ -51,7 +51,7 @@ __all__ = ["DenseRows"]
 READ_CHUNK = 2048
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
 _FULL = (
-    "SELECT e.rowid, e.id, e.question, e.answer, v.dims, v.text_hash, v.vector "
+    "SELECT e.rowid, e.id, e.question, e.answer, e.version, v.dims, v.text_hash, v.vector "
     "FROM entries AS e LEFT JOIN vectors AS v ON v.entry_id = e.id AND v.model = ? "
     "WHERE e.alive = 1"
 )
@@ -80,6 +80,9 @@ class DenseRows:
         self.seen = -1
         #: Rowids read at a version above ``seen`` (not committed then): read again.
         self.provisional: set[int] = set()
+        #: The store's living counter less the rows held, as last read whole (0 but
+        #: in a store whose counter is off).
+        self.offset = 0
         self.slot_of: dict[int, int] = {}  # rowid -> its row in the matrices
         self.ids: list[str | None] = []  # by row: the entry id (None: a free row)
         self.hashes: list[str | None] = []  # by row: the hash of the text it embeds
@@ -173,15 +176,32 @@ class DenseRows:
     def sync(
         self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch
     ) -> None:
-        """Bring the rows up to date with the store (module docstring)."""
-        (value,) = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() or (0,)
-        version = int(loads(value)) if isinstance(value, str) else int(value)
+        """Bring the rows up to date with the store (module docstring).
+
+        Rows are written with the version of the ledger operation that writes them;
+        a row written outside one (a library caller's ``store.add``) keeps an older
+        version. Such a write changes the living count: when the rows held do not
+        match it, they are read again whole."""
+        version_value, living = conn.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'version'), "
+            "(SELECT value FROM counters WHERE name = 'alive')"
+        ).fetchone()
+        version = int(loads(version_value)) if version_value is not None else 0
         kept.begin(self.model, self.dims)
-        if self.seen < 0:
-            self._read_all(conn, dense, kept, fetch, version)
-        else:
+        if self.seen >= 0:
             self._read_changes(conn, dense, kept, fetch, version)
+        count = int(living) if living is not None else None
+        if self.seen < 0 or (count is not None and count - self.offset != len(self.slot_of)):
+            self._clear()
+            self._read_all(conn, dense, kept, fetch, version)
+            # (a counter that disagrees with the rows themselves is not read again)
+            self.offset = count - len(self.slot_of) if count is not None else 0
         self.seen = version
+
+    def _clear(self) -> None:
+        for rowid in list(self.slot_of):
+            self._drop(rowid)
+        self.provisional.clear()
 
     def _read_all(
         self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch, version: int
@@ -199,9 +219,11 @@ class DenseRows:
                 break
             slots: list[int] = []
             blobs: list[bytes] = []
-            for rowid, entry_id, question, answer, length, digest, blob in chunk:
+            for rowid, entry_id, question, answer, written, length, digest, blob in chunk:
                 own = _text_hash(question, answer)
                 slot = self._place(rowid, entry_id, own)
+                if written > version:
+                    self.provisional.add(rowid)
                 if length is not None:
                     matched += 1
                 sound = (

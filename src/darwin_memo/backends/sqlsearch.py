@@ -211,21 +211,27 @@ class SqlSearch:
             return None
         if model is None:
             return None
-        q = dense.query_vector(query)
-        if q is None or not any(q):
-            return None  # (the scan says what a query without a vector finds)
+        # The entries' vectors first, then the query's (as the scan embeds them).
+        q: list[float] | None = None
         rows = self._dense_rows
-        if rows is None or rows.model != model or rows.dims != len(q):
-            declared = getattr(dense.embed, "dims", None)
-            if isinstance(declared, int) and declared != len(q):
-                return None
+        if rows is None or rows.model != model:
+            dims = getattr(dense.embed, "dims", None)
+            if isinstance(dims, bool) or not isinstance(dims, int) or dims <= 0:
+                q = dense.query_vector(query)  # an embedder that does not say its length
+                if q is None:
+                    return None
+                dims = len(q)
             from .sqldense import DenseRows
 
-            rows = self._dense_rows = DenseRows(np, model, len(q))
+            rows = self._dense_rows = DenseRows(np, model, dims)
         if self._deferred:
             _postings.apply_list_changes(self.conn, self._deferred)
             self._deferred.clear()
         rows.sync(self.conn, dense, kept, self._entries_of_rows)
+        if q is None:
+            q = dense.query_vector(query)
+        if q is None or len(q) != rows.dims or not any(q):
+            return None  # (the scan says what a query without a usable vector finds)
         if hybrid:
             assert isinstance(retriever, HybridRetriever)
             lexical = self.token_scores(query, None, retriever.lexical.min_coverage)
