@@ -50,11 +50,6 @@ __all__ = ["DenseRows"]
 #: Rows read and decoded together when the matrix is first filled.
 READ_CHUNK = 2048
 _CHUNK = 900  # SQLite's bound-parameter limit is 999 on old builds
-_FULL = (
-    "SELECT e.rowid, e.id, e.question, e.answer, e.version, v.dims, v.text_hash, v.vector "
-    "FROM entries AS e LEFT JOIN vectors AS v ON v.entry_id = e.id AND v.model = ? "
-    "WHERE e.alive = 1"
-)
 _CHANGED = "SELECT rowid, id, alive, question, answer, version FROM entries"
 
 #: ``fetch(rowids)``: the living entries of those rows, by rowid, as the store holds
@@ -206,51 +201,65 @@ class DenseRows:
     def _read_all(
         self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch, version: int
     ) -> None:
+        """Every living row (held empty): the rows, then the model's vectors, read in
+        rowid and key order, each chunk of blobs checked and decoded together."""
         np, dims = self.np, self.dims
         size = 8 * dims
-        cached = dense.cached_vector
-        cursor = conn.execute(_FULL, (self.model,))
-        matched = 0
-        unsaved: list[int] = []  # rowids whose cached vector the table lacks
-        todo: list[int] = []  # slots to find a vector for (embedded)
-        while True:
-            chunk = cursor.fetchmany(READ_CHUNK)
-            if not chunk:
-                break
+        placed = conn.execute(
+            "SELECT rowid, id, question, answer, version FROM entries WHERE alive = 1"
+        ).fetchall()
+        self._grow(len(placed))
+        slot_of: dict[str, int] = {}  # entry id -> slot
+        for rowid, entry_id, question, answer, written in placed:
+            slot = self._place(rowid, entry_id, _text_hash(question, answer))
+            slot_of[entry_id] = slot
+            if written > version:
+                self.provisional.add(rowid)
+        del placed
+        hashes, cached = self.hashes, dense.cached_vector
+        stale: list[str] = []  # rows of entries no longer living
+        cursor = conn.execute(
+            "SELECT entry_id, dims, text_hash, vector FROM vectors WHERE model = ?", (self.model,)
+        )
+        while chunk := cursor.fetchmany(READ_CHUNK):
             slots: list[int] = []
             blobs: list[bytes] = []
-            for rowid, entry_id, question, answer, written, length, digest, blob in chunk:
-                own = _text_hash(question, answer)
-                slot = self._place(rowid, entry_id, own)
-                if written > version:
-                    self.provisional.add(rowid)
-                if length is not None:
-                    matched += 1
-                sound = (
-                    own is not None
-                    and digest == own
+            for entry_id, length, digest, blob in chunk:
+                slot = slot_of.get(entry_id)
+                if slot is None:
+                    stale.append(entry_id)
+                    continue
+                if (
+                    digest == hashes[slot]
+                    and digest is not None
                     and length == dims
                     and type(blob) is bytes
                     and len(blob) == size
-                )
-                held = cached(entry_id)
-                if held is not None:  # the retriever's own vector first, as ``prepare``
-                    if len(held) == dims:
-                        self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :])
-                    if not sound:
-                        unsaved.append(rowid)
-                elif sound:
+                ):
                     slots.append(slot)
                     blobs.append(blob)
-                else:
-                    todo.append(slot)
             if blobs:
                 values = np.frombuffer(b"".join(blobs), dtype="<f8").reshape(len(blobs), dims)
                 finite = np.isfinite(values).all(axis=1)
-                good = np.asarray(slots, dtype=np.int64)[finite]
-                self._fill(good.tolist(), values[finite])
-                todo += [s for s, ok in zip(slots, finite.tolist(), strict=True) if not ok]
-        kept.find_stale(self.model, matched)
+                self._fill(np.asarray(slots, dtype=np.int64)[finite].tolist(), values[finite])
+        kept.stale.update(stale)
+        # The retriever's own vectors first (as ``prepare``): kept at the next write
+        # where the table has no sound row; the entries with neither are embedded.
+        unsaved: list[int] = []
+        other: set[int] = set()  # cached at another length: skipped, as ``rank`` skips it
+        for entry_id, slot in slot_of.items():
+            held = cached(entry_id)
+            if held is None:
+                continue
+            if not self.usable[slot]:
+                unsaved.append(self.rowids[slot])
+            if len(held) == dims:
+                self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :])
+            else:
+                self.usable[slot] = False
+                other.add(slot)
+        lacking = np.nonzero(~self.usable[: len(self.ids)])[0].tolist()
+        todo = [s for s in lacking if s not in other and self.ids[s] is not None]
         if unsaved:
             kept.keep(fetch(unsaved).values())
         self._embed(dense, kept, fetch, todo)

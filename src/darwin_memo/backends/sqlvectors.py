@@ -244,24 +244,6 @@ class StoredVectors:
                 found[entry_id] = (dims, digest, blob)
         return found
 
-    def find_stale(self, model: str, matched: int) -> None:
-        """After reading the rows of every living entry (``matched`` of them had a row
-        of ``model``): the rows of entries no longer living are deleted at the next
-        write, as ``prepare``'s first read finds them."""
-        (count,) = self.conn.execute(
-            "SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)
-        ).fetchone()
-        if int(count) <= matched:
-            return
-        self.stale.update(
-            str(entry_id)
-            for (entry_id,) in self.conn.execute(
-                "SELECT v.entry_id FROM vectors AS v WHERE v.model = ? AND NOT EXISTS "
-                "(SELECT 1 FROM entries AS e WHERE e.id = v.entry_id AND e.alive = 1)",
-                (model,),
-            )
-        )
-
     def embed(self, retriever: Any, entries: Sequence[MemoryEntry]) -> None:
         """Embed ``entries`` into the retriever's cache (in batches); what gets a
         vector is written by the next write, as ``prepare`` embeds and keeps."""
