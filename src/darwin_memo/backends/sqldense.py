@@ -168,9 +168,7 @@ class DenseRows:
 
     # -- reading ----------------------------------------------------------------------
 
-    def sync(
-        self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch
-    ) -> None:
+    def sync(self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch) -> None:
         """Bring the rows up to date with the store (module docstring).
 
         Rows are written with the version of the ledger operation that writes them;
@@ -225,18 +223,18 @@ class DenseRows:
             slots: list[int] = []
             blobs: list[bytes] = []
             for entry_id, length, digest, blob in chunk:
-                slot = slot_of.get(entry_id)
-                if slot is None:
+                at = slot_of.get(entry_id)
+                if at is None:
                     stale.append(entry_id)
                     continue
                 if (
-                    digest == hashes[slot]
+                    digest == hashes[at]
                     and digest is not None
                     and length == dims
                     and type(blob) is bytes
                     and len(blob) == size
                 ):
-                    slots.append(slot)
+                    slots.append(at)
                     blobs.append(blob)
             if blobs:
                 values = np.frombuffer(b"".join(blobs), dtype="<f8").reshape(len(blobs), dims)
