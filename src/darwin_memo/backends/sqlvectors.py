@@ -8,10 +8,13 @@ vector as little-endian float64 values, the very doubles the retriever caches, s
 a search over read vectors is bit for bit the search over vectors embedded in the
 process.
 
-- **Read once per process.** The first dense search of a process reads the model's
-  rows in one query into the retriever's cache; later searches read only the rows of
-  entries it has not seen (written since by other processes). Only entries without a
-  sound row are embedded (in batches). A row is sound when its entry is living, its
+- **Read once per process.** A search without filters (``HybridRetriever``,
+  ``EmbeddingRetriever``) reads the model's rows into a matrix keyed by rowid
+  (``sqldense``), with the same checks; other dense searches (a filter, a recency
+  half-life) read them into the retriever's cache (``prepare``). Either reads each
+  row once per process: later searches read only the rows of entries not seen
+  (written since by other processes). Only entries without a sound row are
+  embedded (in batches). A row is sound when its entry is living, its
   text hash is the entry's text's, and its blob holds ``dims`` finite doubles of the
   model's length; any other row is never trusted: the entry is embedded again and
   the row replaced.
