@@ -210,8 +210,21 @@ def hybrid_store(
         v = base[i % len(turns)] + rng.normal(0.0, 0.02, base.shape[1])
         nudged.append((v / np.linalg.norm(v)).tolist())
     path.parent.mkdir(parents=True, exist_ok=True)
-    with Ledger.open(path, retriever="hybrid") as ledger:
-        ledger.import_entries(entries, source="bench", probation=0)
+    # Written in bulk (a JSON store copied: ``copy_store``), not one add at a time,
+    # which takes tens of minutes at 100k; then the choice of retriever recorded.
+    from darwin_memo.transfer import copy_store
+
+    memory = MemoryStore()
+    for entry in entries:
+        memory.add(entry)
+    staged = path.with_suffix(".json")
+    Ledger(memory).save(staged)
+    del memory
+    copy_store(staged, path)
+    for leftover in (staged, Path(f"{staged}.lock")):
+        leftover.unlink(missing_ok=True)
+    with Ledger.open(path, retriever="hybrid"):
+        pass
     _write_vectors(path, entries, nudged)
     return path
 

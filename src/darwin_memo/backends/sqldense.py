@@ -192,9 +192,10 @@ class DenseRows:
         self.seen = version
 
     def _clear(self) -> None:
-        for rowid in list(self.slot_of):
-            self._drop(rowid)
-        self.provisional.clear()
+        """Hold no row (the matrices are kept, to be filled again)."""
+        self.slot_of, self.ids, self.hashes, self.rowids = {}, [], [], []
+        self.free, self.missing, self.provisional = [], set(), set()
+        self.usable[:] = False
 
     def _read_all(
         self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch, version: int
@@ -206,13 +207,14 @@ class DenseRows:
         placed = conn.execute(
             "SELECT rowid, id, question, answer, version FROM entries WHERE alive = 1"
         ).fetchall()
+        # Held empty (``_clear``): row i of the matrices is the i-th living row.
         self._grow(len(placed))
-        slot_of: dict[str, int] = {}  # entry id -> slot
-        for rowid, entry_id, question, answer, written in placed:
-            slot = self._place(rowid, entry_id, _text_hash(question, answer))
-            slot_of[entry_id] = slot
-            if written > version:
-                self.provisional.add(rowid)
+        self.rowids = [row[0] for row in placed]
+        self.ids = [row[1] for row in placed]
+        self.hashes = [_text_hash(row[2], row[3]) for row in placed]
+        self.slot_of = {rowid: slot for slot, rowid in enumerate(self.rowids)}
+        self.provisional = {row[0] for row in placed if row[4] > version}
+        slot_of = {entry_id: slot for slot, entry_id in enumerate(self.ids)}  # by entry id
         del placed
         hashes, cached = self.hashes, dense.cached_vector
         stale: list[str] = []  # rows of entries no longer living
