@@ -5,9 +5,9 @@ an embedder that names its model) keeps each entry's vector in its ``vectors``
 table (``sqlvectors``). The published scan ranks every living entry: each search
 read and materialized every living row, read their vectors into the retriever and
 scored them all in Python. ``DenseRows`` keeps instead, per process, the living
-entries' vectors as two matrices with one row per living entry, found by its
-rowid: float32 unit rows, for one matrix-vector product over every entry, and the
-exact doubles, for rescoring the few that may rank.
+entries' vectors with one row per living entry, found by its rowid: a matrix of
+float32 unit rows, for one matrix-vector product over every entry, and each
+vector's exact doubles as read (decoded only for the few that may rank).
 
 - **Read once, then what changed.** The first search reads every living row's
   vector in one joined query, a chunk of rows at a time, each blob checked as
@@ -29,13 +29,14 @@ exact doubles, for rescoring the few that may rank.
   operations, and only those that tie or beat the ``k``-th are returned, for the
   store to read (``SqlSearch``).
 
-Memory: 12 bytes per dimension and living entry (460 MB at 100k MiniLM entries,
-about what the retriever's cache of every vector held before, without the
+Memory: about 12 bytes per dimension and living entry (460 MB at 100k MiniLM
+entries, what the retriever's cache of every vector held before, without the
 materialized entries).
 """
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -46,6 +47,8 @@ from .jsonfile import loads
 from .sqlvectors import StoredVectors, text_hash
 
 __all__ = ["DenseRows"]
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 #: Rows read and decoded together when the matrix is first filled.
 READ_CHUNK = 2048
@@ -88,7 +91,9 @@ class DenseRows:
         self.missing: set[int] = set()
         self.usable = np.zeros(0, dtype=bool)
         self.unit = np.zeros((0, dims), dtype=np.float32)
-        self.exact = np.zeros((0, dims), dtype=np.float64)
+        #: By row: its exact vector as read (the table's little-endian blob, or the
+        #: retriever's cached ``array``), decoded only when rescored.
+        self.raw: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.slot_of)
@@ -103,9 +108,8 @@ class DenseRows:
         size = max(need, 2 * have, 1024)
         usable = np.zeros(size, dtype=bool)
         unit = np.zeros((size, self.dims), dtype=np.float32)
-        exact = np.zeros((size, self.dims), dtype=np.float64)
-        usable[:have], unit[:have], exact[:have] = self.usable, self.unit, self.exact
-        self.usable, self.unit, self.exact = usable, unit, exact
+        usable[:have], unit[:have] = self.usable, self.unit
+        self.usable, self.unit = usable, unit
 
     def _place(self, rowid: int, entry_id: str, digest: str | None) -> int:
         """The row of ``rowid`` (taken now if it has none), holding no vector yet."""
@@ -118,10 +122,11 @@ class DenseRows:
                 self.ids.append(None)
                 self.hashes.append(None)
                 self.rowids.append(-1)
+                self.raw.append(None)
                 self._grow(slot + 1)
             self.slot_of[rowid] = slot
             self.rowids[slot] = rowid
-        self.ids[slot], self.hashes[slot] = entry_id, digest
+        self.ids[slot], self.hashes[slot], self.raw[slot] = entry_id, digest, None
         self.usable[slot] = False
         return slot
 
@@ -129,19 +134,21 @@ class DenseRows:
         slot = self.slot_of.pop(rowid, None)
         if slot is None:
             return
-        self.ids[slot] = self.hashes[slot] = None
+        self.ids[slot] = self.hashes[slot] = self.raw[slot] = None
         self.rowids[slot] = -1
         self.usable[slot] = False
         self.missing.discard(slot)
         self.free.append(slot)
 
-    def _fill(self, slots: Sequence[int], values: Any) -> None:
-        """Rows ``slots`` hold ``values`` (float64, one vector per row)."""
+    def _fill(self, slots: Sequence[int], values: Any, raws: Sequence[Any]) -> None:
+        """Rows ``slots`` hold ``values`` (float64, one vector per row), read from
+        ``raws`` (``raw``)."""
         np = self.np
         if not len(slots):
             return
         at = np.asarray(slots, dtype=np.int64)
-        self.exact[at] = values
+        for slot, raw in zip(slots, raws, strict=True):
+            self.raw[slot] = raw
         norms = np.linalg.norm(values, axis=1, keepdims=True)
         self.unit[at] = (values / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         self.usable[at] = True
@@ -152,8 +159,16 @@ class DenseRows:
         slot = self.slot_of.get(rowid)
         if slot is None or not self.usable[slot]:
             return None
+        return self._exact(slot)
+
+    def _exact(self, slot: int) -> array[float]:
+        raw = self.raw[slot]
+        if isinstance(raw, array):
+            return raw  # the retriever's own (not changed by anyone)
         out = array("d")
-        out.frombytes(self.exact[slot].tobytes())
+        out.frombytes(raw)
+        if _BIG_ENDIAN:
+            out.byteswap()
         return out
 
     def lend(self, dense: EmbeddingRetriever) -> None:
@@ -193,7 +208,7 @@ class DenseRows:
 
     def _clear(self) -> None:
         """Hold no row (the matrices are kept, to be filled again)."""
-        self.slot_of, self.ids, self.hashes, self.rowids = {}, [], [], []
+        self.slot_of, self.ids, self.hashes, self.rowids, self.raw = {}, [], [], [], []
         self.free, self.missing, self.provisional = [], set(), set()
         self.usable[:] = False
 
@@ -212,6 +227,7 @@ class DenseRows:
         self.rowids = [row[0] for row in placed]
         self.ids = [row[1] for row in placed]
         self.hashes = [_text_hash(row[2], row[3]) for row in placed]
+        self.raw = [None] * len(self.ids)
         self.slot_of = {rowid: slot for slot, rowid in enumerate(self.rowids)}
         self.provisional = {row[0] for row in placed if row[4] > version}
         slot_of = {entry_id: slot for slot, entry_id in enumerate(self.ids)}  # by entry id
@@ -241,7 +257,12 @@ class DenseRows:
             if blobs:
                 values = np.frombuffer(b"".join(blobs), dtype="<f8").reshape(len(blobs), dims)
                 finite = np.isfinite(values).all(axis=1)
-                self._fill(np.asarray(slots, dtype=np.int64)[finite].tolist(), values[finite])
+                keep = finite.tolist()
+                self._fill(
+                    [s for s, ok in zip(slots, keep, strict=True) if ok],
+                    values[finite],
+                    [b for b, ok in zip(blobs, keep, strict=True) if ok],
+                )
         kept.stale.update(stale)
         # The retriever's own vectors first (as ``prepare``): kept at the next write
         # where the table has no sound row; the entries with neither are embedded.
@@ -254,7 +275,7 @@ class DenseRows:
             if not self.usable[slot]:
                 unsaved.append(self.rowids[slot])
             if len(held) == dims:
-                self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :])
+                self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :], [held])
             else:
                 self.usable[slot] = False
                 other.add(slot)
@@ -300,7 +321,7 @@ class DenseRows:
         for slot in sorted(todo):
             held = dense.cached_vector(str(self.ids[slot]))
             if held is not None and len(held) == self.dims:
-                self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :])
+                self._fill([slot], np.frombuffer(held, dtype=np.float64)[None, :], [held])
             elif held is None:
                 left.append(slot)
         found = kept.rows_of(self.model, [str(self.ids[s]) for s in left])
@@ -317,7 +338,7 @@ class DenseRows:
             ):
                 values = np.frombuffer(blob, dtype="<f8")[None, :]
                 if bool(np.isfinite(values).all()):
-                    self._fill([slot], values)
+                    self._fill([slot], values, [blob])
                     continue
             todo_embed.append(slot)
         self._embed(dense, kept, fetch, todo_embed)
@@ -336,7 +357,7 @@ class DenseRows:
             entry = entries.get(rowid)
             held = dense.cached_vector(entry.id) if entry is not None else None
             if held is not None and len(held) == self.dims:
-                self._fill([slot], self.np.frombuffer(held, dtype=self.np.float64)[None, :])
+                self._fill([slot], self.np.frombuffer(held, dtype=self.np.float64)[None, :], [held])
             elif held is None:
                 self.missing.add(slot)  # refused: asked again next time, as ``rank`` does
 
@@ -377,11 +398,7 @@ class DenseRows:
         floor = dense.min_similarity
         pool = top_k_pool(np, sims, lex, alpha, floor, k)
         near = pool[sims[pool] + APPROX_SLACK >= floor].tolist()
-        vectors = []
-        for slot in near:
-            vec = array("d")
-            vec.frombytes(self.exact[slot].tobytes())
-            vectors.append(vec)
+        vectors = [self._exact(slot) for slot in near]
         rowids = self.rowids
         found = [
             (rowids[slot], sim)
