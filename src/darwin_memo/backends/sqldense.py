@@ -230,7 +230,7 @@ class DenseRows:
         self.raw = [None] * len(self.ids)
         self.slot_of = {rowid: slot for slot, rowid in enumerate(self.rowids)}
         self.provisional = {row[0] for row in placed if row[4] > version}
-        slot_of = {entry_id: slot for slot, entry_id in enumerate(self.ids)}  # by entry id
+        slot_of: dict[str, int] = {row[1]: slot for slot, row in enumerate(placed)}  # by id
         del placed
         hashes, cached = self.hashes, dense.cached_vector
         stale: list[str] = []  # rows of entries no longer living
