@@ -234,6 +234,25 @@ def test_an_entry_added_outside_a_ledger_operation_is_found(tmp_path: Path) -> N
         assert found == [(e.id, s) for e, s in ledger.store._retrieve_scan("restart nginx", 3)]
 
 
+@pytest.mark.parametrize("kind", ["hybrid", "semantic"])
+def test_an_add_and_a_burial_outside_a_ledger_operation_are_both_seen(
+    tmp_path: Path, kind: str
+) -> None:
+    """Together they leave the living count as it was: the handle reads again the rows
+    it wrote itself, whatever their version says."""
+    path = tmp_path / "s.db"
+    with Ledger.open(path, retriever=make_retriever(kind)) as ledger:
+        victim = ledger.add("disk cache leak", "drop caches")
+        ledger.add("python test flaky", "pin the seed")
+        assert searched(ledger, "restart nginx", 3) == []
+        added = ledger.store.add(MemoryEntry(question="restart nginx", answer="reload"))
+        ledger.store.bury(victim.id)
+        found = [(e.id, s) for e, s in ledger.store.retrieve("restart nginx", 3)]
+        assert [entry_id for entry_id, _ in found] == [added.id]
+        assert found == [(e.id, s) for e, s in ledger.store._retrieve_scan("restart nginx", 3)]
+        assert victim.id not in [entry_id for entry_id, _ in searched(ledger, "disk cache leak", 3)]
+
+
 def test_a_search_reads_whole_only_the_entries_it_returns(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     rng = random.Random(3)

@@ -188,8 +188,9 @@ class DenseRows:
 
         Rows are written with the version of the ledger operation that writes them;
         a row written outside one (a library caller's ``store.add``) keeps an older
-        version. Such a write changes the living count: when the rows held do not
-        match it, they are read again whole."""
+        version. This handle reads its own such rows again (``written``); another
+        handle's change the living count, and when the rows held do not match it,
+        they are read again whole."""
         version_value, living = conn.execute(
             "SELECT (SELECT value FROM meta WHERE key = 'version'), "
             "(SELECT value FROM counters WHERE name = 'alive')"
@@ -205,6 +206,12 @@ class DenseRows:
             # (a counter that disagrees with the rows themselves is not read again)
             self.offset = count - len(self.slot_of) if count is not None else 0
         self.seen = version
+
+    def written(self, rowid: int) -> None:
+        """A row this handle wrote: read again at the next search. A write outside a
+        ledger operation (a library caller's ``store.add`` or ``bury``) keeps the
+        store's version, so ``entries.version`` alone would not show it."""
+        self.provisional.add(rowid)
 
     def _clear(self) -> None:
         """Hold no row (the matrices are kept, to be filled again)."""

@@ -180,7 +180,7 @@ class SqlStore(HeldEntries, SqlSearch):
 
     def _write(self, entry: MemoryEntry, alive: bool) -> None:
         self._member_rows.pop(entry.id, None)  # a row read before this write is stale
-        write_entry(
+        rowid = write_entry(
             self.conn,
             self.dialect,
             entry,
@@ -193,6 +193,8 @@ class SqlStore(HeldEntries, SqlSearch):
             sums=self._changing_sums(),
         )
         self._sums_written()
+        if self._dense_rows is not None:
+            self._dense_rows.written(rowid)
 
     @contextlib.contextmanager
     def deferred_lists(self) -> Iterator[None]:
