@@ -341,6 +341,17 @@ def test_a_store_read_at_once_keeps_no_token_sets_until_asked() -> None:
     assert entries[3].id not in {e.id for e, _ in store.retrieve("restart worker w3", 50)}
 
 
+def test_the_run_class_is_a_to_z_digits_dot_star_and_all_non_ascii() -> None:
+    """``_RUN`` is written as a negated ASCII class: it must hold exactly the
+    characters of ``[a-z0-9.*\u0080-\U0010ffff]``, checked at every code point."""
+    from darwin_memo.retrieval.lexical import _RUN
+
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789.*")
+    text = "".join(map(chr, range(0x110000)))
+    held = "".join(_RUN.findall(text))
+    assert held == "".join(ch for ch in text if ch in allowed or ord(ch) >= 0x80)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_tokenize_ascii_fast_path_equals_the_recipe(text: str) -> None:

@@ -68,8 +68,11 @@ STOPWORDS = frozenset(
 
 # ASCII part identical to the published tokenizer ([a-z0-9.*]+); any other letter
 # or digit (category L*, M*, N*) extends a run.
-# One character class, not an alternation of two (the same runs, found twice as fast).
-_RUN = re.compile("[a-z0-9.*\u0080-\U0010ffff]+")
+# One character class, not an alternation of two (the same runs, found twice as fast),
+# written as "anything but the other ASCII characters": the same class as
+# ``[a-z0-9.*\u0080-\U0010ffff]`` (tested over every code point), which ``re`` takes
+# 2.6 ms to compile in every process against 0.1 ms for this one.
+_RUN = re.compile(r"[^\x00-\x29\x2b-\x2d\x2f\x3a-\x60\x7b-\x7f]+")
 
 
 def _unspaced(ch: str) -> bool:
