@@ -268,6 +268,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
+def timed_decides(ledger: Ledger, questions: Sequence[str]) -> list[float]:
+    """Wall milliseconds of one decide per question; each answered ticket abandoned
+    outside the timing."""
+    wall: list[float] = []
+    for q in questions:
+        t = time.perf_counter()
+        ticket = ledger.decide(q)
+        wall.append((time.perf_counter() - t) * 1e3)
+        if ticket.deciding_entry:
+            ledger.abandon(ticket.id)
+    return wall
+
+
 def measure(
     make: Callable[[], Any],
     convs: Sequence[Conversation],
@@ -306,12 +319,7 @@ def measure(
         asked = [q.text for q in conv.questions if q.category in CATEGORIES]
         if decide_sample is not None:
             asked = asked[:decide_sample]
-        for text in asked:
-            started = time.perf_counter()
-            ticket = ledger.decide(text)
-            decide_ms.append((time.perf_counter() - started) * 1e3)
-            if ticket.deciding_entry:
-                ledger.abandon(ticket.id)
+        decide_ms += timed_decides(ledger, asked)
 
     def summary(found: list[int | None]) -> dict[str, Any]:
         n = len(found)

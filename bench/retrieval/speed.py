@@ -98,13 +98,7 @@ def decide_latency(
     built = time.perf_counter() - started
     ledger = Ledger(store)
     ledger.decide(questions[0])  # lists and fills the indexes outside the timing
-    wall: list[float] = []
-    for q in questions:
-        t = time.perf_counter()
-        ticket = ledger.decide(q)
-        wall.append((time.perf_counter() - t) * 1e3)
-        if ticket.deciding_entry:
-            ledger.abandon(ticket.id)
+    wall = locomo.timed_decides(ledger, questions)
     return {
         "entries": size,
         "decides": len(wall),
@@ -240,13 +234,7 @@ def serve_latency(path: Path, size: int, questions: list[str]) -> dict[str, Any]
         first_ms = (time.perf_counter() - started) * 1e3
         if first.deciding_entry:
             ledger.abandon(first.id)
-        wall: list[float] = []
-        for q in questions[1:]:
-            t = time.perf_counter()
-            ticket = ledger.decide(q)
-            wall.append((time.perf_counter() - t) * 1e3)
-            if ticket.deciding_entry:
-                ledger.abandon(ticket.id)
+        wall = locomo.timed_decides(ledger, questions[1:])
     return {
         "entries": size,
         "decides": len(wall),
