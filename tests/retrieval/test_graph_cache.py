@@ -219,6 +219,20 @@ def test_the_cache_directory_comes_from_the_environment(
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
 
 
+def test_a_build_sweeps_what_killed_builds_left(cache: Path) -> None:
+    cache.mkdir(mode=0o700)
+    stale = cache / f".{_entry(cache).name}.killed"
+    stale.mkdir()
+    (stale / "weights.bin").write_bytes(b"partial")
+    old = stale.stat().st_mtime - graphcache.STALE_SECONDS - 60
+    os.utime(stale, (old, old))
+    live = cache / f".{_entry(cache).name}.building-now"
+    live.mkdir()
+    SentenceEmbedder()._load()
+    assert not stale.exists()
+    assert live.exists()
+
+
 def test_the_entry_name_holds_what_the_graph_depends_on() -> None:
     name = graphcache.entry_name("ab" * 32, "1.32.0")
     other = graphcache.entry_name("cd" * 32, "1.32.0")

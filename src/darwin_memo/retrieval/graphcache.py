@@ -23,7 +23,8 @@ onnxruntime computes with them) and ``manifest.json`` with the sha256 of both.
 The cache is untrusted input. An entry is written in a new private directory
 (``mkdtemp``: mode 0700, a fresh name) and renamed into place whole, so a reader sees
 a complete entry or none, and two processes building at once both succeed (the second
-rename fails and its copy is dropped). An entry is used only when it is a real
+rename fails and its copy is dropped; what a killed build left is swept by a later
+build after an hour). An entry is used only when it is a real
 directory of this user that no one else may write, and its files (opened with
 ``O_NOFOLLOW`` and checked to be regular files) have the sha256 its manifest names;
 onnxruntime then opens them by name, in that directory. Otherwise a truncated,
@@ -44,6 +45,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,8 @@ WEIGHTS = "weights.bin"
 MANIFEST = "manifest.json"
 #: Bumped when the layout of an entry changes.
 FORMAT = 1
+#: A staging directory older than this was left by a build that was killed.
+STALE_SECONDS = 3600
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
@@ -178,6 +182,7 @@ def _build(
     if not _private_dir(root):
         return _plain(ort, model, options, providers)
     _set_aside(root, entry)
+    _sweep(root)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=root))
     try:
         settings = options()
@@ -207,6 +212,20 @@ def _seal(staging: Path) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     with os.fdopen(os.open(staging / MANIFEST, flags, 0o600), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle)
+
+
+def _sweep(root: Path) -> None:
+    """Remove what killed builds left behind: staging and trash directories (their names
+    start with a dot) not touched for ``STALE_SECONDS``; a live build's are younger."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for child in os.scandir(root):
+            if not child.name.startswith("."):
+                continue
+            with contextlib.suppress(OSError):
+                info = child.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > STALE_SECONDS:
+                    shutil.rmtree(child.path, ignore_errors=True)
 
 
 def _set_aside(root: Path, entry: Path) -> None:
