@@ -124,14 +124,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
 
 
+@pytest.fixture(scope="session")
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache of derived model files (retrieval/graphcache.py) for the whole session:
+    built by the first test that embeds, read by the others (each is about 90 MB)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, _model_cache: Path
 ) -> None:
-    """No test touches the real ~/.darwin-memo."""
+    """No test touches the real ~/.darwin-memo, nor the real ~/.cache."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("DARWIN_MEMO_HOME", str(home / ".darwin-memo"))
+    monkeypatch.setenv("DARWIN_MEMO_CACHE_DIR", str(_model_cache / "darwin-memo"))
 
 
 STORE_KINDS = ["memory", "sqlite"]

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from ..errors import DarwinMemoError
 from ..records.entry import MemoryEntry
+from .graphcache import cached_session
 from .lexical import APPROX_SLACK, EmbeddingRetriever, LexicalRetriever
 
 __all__ = [
@@ -97,6 +98,11 @@ def _verified(path: Path) -> bytes:
     return data
 
 
+def _pinned_model() -> bytes:
+    """The model file's bytes, checked against the pinned sha256."""
+    return _verified(_model_path())
+
+
 def _vocab() -> dict[str, int]:
     try:
         raw = (
@@ -118,22 +124,30 @@ def _vocab() -> dict[str, int]:
 class SentenceEmbedder:
     """all-MiniLM-L6-v2 (int8, ONNX) on the CPU: ``embedder(text) -> list[float]`` (384-d).
 
-    The model loads on first use (about a second) and is shared by every call;
-    ``batch(texts)`` embeds many texts at once, which is several times faster per
-    text than one call each. ``threads`` caps onnxruntime's intra-op threads
-    (default: onnxruntime's own choice).
+    The model loads on first use and is shared by every call; ``batch(texts)``
+    embeds many texts at once, which is several times faster per text than one call
+    each. ``threads`` caps onnxruntime's intra-op threads (default: onnxruntime's own
+    choice). With ``cache`` (the default) onnxruntime's optimized graph of the model
+    is kept in the user's cache directory (``$DARWIN_MEMO_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/darwin-memo`` or ``~/.cache/darwin-memo``; about 90 MB), so a
+    new process loads the model about 2.5 times faster, with the same vectors to the
+    bit (``retrieval.graphcache``); ``cache=False`` builds it as before, writing
+    nothing.
     """
 
     model_id = MODEL_ID
     dims = DIMS
 
-    def __init__(self, *, threads: int | None = None, max_tokens: int = MAX_TOKENS) -> None:
+    def __init__(
+        self, *, threads: int | None = None, max_tokens: int = MAX_TOKENS, cache: bool = True
+    ) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if not 8 <= max_tokens <= 512:
             raise ValueError(f"max_tokens must be within [8, 512], got {max_tokens}")
         self.threads = threads
         self.max_tokens = max_tokens
+        self.cache = cache
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -154,20 +168,27 @@ class SentenceEmbedder:
                     f"SentenceEmbedder needs {exc.name or 'onnxruntime and tokenizers'}; "
                     f"run: {INSTALL_HINT}"
                 ) from None
-            model = _verified(_model_path())
             tokenizer = wordpiece(_vocab(), lowercase=True)
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            options = ort.SessionOptions()
-            if self.threads is not None:
-                options.intra_op_num_threads = self.threads
-                options.inter_op_num_threads = 1
-            session = ort.InferenceSession(
-                model, sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            providers = ["CPUExecutionProvider"]
+            if self.cache:
+                session = cached_session(ort, _pinned_model, MODEL_SHA256, self._options, providers)
+            else:
+                session = ort.InferenceSession(
+                    _pinned_model(), sess_options=self._options(), providers=providers
+                )
             self._inputs = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def _options(self) -> Any:
+        """Fresh onnxruntime ``SessionOptions`` with this embedder's thread settings."""
+        options = import_module("onnxruntime").SessionOptions()
+        if self.threads is not None:
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+        return options
 
     def __call__(self, text: str) -> list[float]:
         return self.batch([text])[0]
