@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from darwin_memo import MemoryEntry, StoreError
-from darwin_memo.backends.pgdense import PgStore, model_tag
+from darwin_memo.backends.pgdense import PgStore
 from darwin_memo.backends.postgres import PostgresBackend
+from darwin_memo.backends.sqlvectors import model_tag
 from darwin_memo.ledger import Ledger
 from darwin_memo.retrieval.lexical import EmbeddingRetriever, HashingEmbedder
 

@@ -38,14 +38,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..records.entry import EntryKind, MemoryEntry
-from ..retrieval.lexical import EmbeddingRetriever, HashingEmbedder, _cosine
+from ..retrieval.lexical import EmbeddingRetriever, _cosine
 from .population import finish_ranking
 from .sqlstore import SqlStore
+from .sqlvectors import model_tag, text_hash
 
 if TYPE_CHECKING:
     from .postgres import PostgresBackend
 
-__all__ = ["VECTOR_MODES", "DenseTable", "PgStore", "model_tag"]
+__all__ = ["VECTOR_MODES", "DenseTable", "PgStore"]
 
 VECTOR_MODES = ("exact", "hnsw", "off")
 #: Cosine error allowed between pgvector's float32 distance and the exact score.
@@ -57,21 +58,6 @@ _MODELS_DDL = (
     "CREATE TABLE IF NOT EXISTS dense_models (model TEXT PRIMARY KEY, tbl TEXT NOT NULL, "
     "dims INTEGER NOT NULL, seen BIGINT NOT NULL)"
 )
-
-
-def model_tag(embed: Any) -> str | None:
-    """The id that tags an embedding's vectors; None when it names none (no SQL path)."""
-    tag = getattr(embed, "model_id", None)
-    if isinstance(tag, str) and tag:
-        return tag
-    if type(embed) is HashingEmbedder:
-        lo, hi = embed.ngram_range
-        return f"darwin-memo-hashing-{embed.dims}-{lo}-{hi}"
-    return None
-
-
-def _text_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def _literal(vec: Sequence[float]) -> str:
@@ -193,7 +179,7 @@ class PgStore(SqlStore):
                 continue
             if type(text) is not str:
                 continue  # an unreadable row: the exact scan cannot score it either
-            digest = _text_hash(text)
+            digest = text_hash(text)
             if digest != stored:
                 todo.append((int(rowid), text, digest))
         conn = self.conn

@@ -204,7 +204,7 @@ class SqlSearch:
             if self._dense_rows is not None:
                 self._dense_rows.lend(dense)
             return None
-        from .pgdense import model_tag
+        from .sqlvectors import model_tag
 
         model = model_tag(dense.embed)
         try:

@@ -1,7 +1,7 @@
 """Entry vectors kept in a SQLite store, so each process reads them instead of embedding.
 
 A store searched with a dense retriever (``HybridRetriever``, or an
-``EmbeddingRetriever`` over an embedder that names its model: ``pgdense.model_tag``)
+``EmbeddingRetriever`` over an embedder that names its model: ``model_tag``)
 keeps each living entry's vector in its ``vectors`` table (schema 18): one row per
 entry and model, with the vector's length, a hash of the text it embeds and the
 vector as little-endian float64 values, the very doubles the retriever caches, so
@@ -42,9 +42,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..records.entry import MemoryEntry
-from ..retrieval.lexical import EmbeddingRetriever
+from ..retrieval.lexical import EmbeddingRetriever, HashingEmbedder
 
-__all__ = ["VECTORS_DDL", "StoredVectors", "decode_vector", "dense_part", "encode_vector"]
+__all__ = [
+    "VECTORS_DDL",
+    "StoredVectors",
+    "decode_vector",
+    "dense_part",
+    "encode_vector",
+    "model_tag",
+    "text_hash",
+]
 
 #: The table's definition, as schema 18 made it (``migrations.m018_entry_vectors``);
 #: used again when the table was dropped.
@@ -66,7 +74,7 @@ def dense_part(retriever: Any) -> EmbeddingRetriever | None:
 
 
 def text_hash(text: str) -> str:
-    """The hash a row keeps of the text its vector embeds (as ``pgdense`` keeps it)."""
+    """The hash a row keeps of the text its vector embeds (here and in ``pgdense``)."""
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
@@ -101,10 +109,16 @@ def decode_vector(blob: object, dims: object) -> array[float] | None:
     return vector
 
 
-def _model(dense: EmbeddingRetriever) -> str | None:
-    from .pgdense import model_tag  # the same tag pgvector's tables go by
-
-    return model_tag(dense.embed)
+def model_tag(embed: Any) -> str | None:
+    """The id that tags an embedding's vectors in a SQL store (this table, and
+    pgvector's tables on PostgreSQL); None when it names none (no SQL path)."""
+    tag = getattr(embed, "model_id", None)
+    if isinstance(tag, str) and tag:
+        return tag
+    if type(embed) is HashingEmbedder:
+        lo, hi = embed.ngram_range
+        return f"darwin-memo-hashing-{embed.dims}-{lo}-{hi}"
+    return None
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
@@ -147,7 +161,7 @@ class StoredVectors:
         retriever's cache, read from the table where it holds a sound row, else (with
         ``embed``) embedded. Nothing is written."""
         dense = dense_part(retriever)
-        model = _model(dense) if dense is not None else None
+        model = model_tag(dense.embed) if dense is not None else None
         if dense is None or model is None:
             return
         fresh = model != self.model or not self._has_table()
@@ -277,7 +291,7 @@ class StoredVectors:
         self.stale = set()
         dense = dense_part(retriever)
         model = self.model
-        if dense is None or model is None or model != _model(dense):
+        if dense is None or model is None or model != model_tag(dense.embed):
             return 0  # nothing read for this model yet: nothing known to be missing
         rows = []
         for entry_id, entry in list(self.unsaved.items()):
