@@ -17,8 +17,10 @@ STORE decide QUESTION`` costs on a SQLite store of ``--sizes``' first size that
 recorded the ``hybrid`` retriever: each call a new process that loads the model
 and reads the store's kept vectors (``backends/sqlvectors.py``; the vectors are
 written as such a store keeps them: the turns' nudged vectors, above), and where
-that time goes (Python and imports, opening, reading the living rows, reading the
-vectors, loading the model, the search, the rest of the decide); the model's
+that time goes (Python and imports, opening, reading the living rows and vectors
+while the model loads in the background, what is left to wait of that load, the
+search, the rest of the decide; and the same phases one after another, where
+``model_load`` is the load alone); the model's
 optimized graph is cached in a new directory, so the first call, which builds that
 cache, is reported apart (``first_call_ms``). ``--before N``
 also times N calls on a copy whose ``vectors`` table is empty, as every call was
@@ -122,25 +124,30 @@ ledger = Ledger.open(sys.argv[1], create=False)
 t2 = time.perf_counter()
 import numpy as np
 t3 = time.perf_counter()
-from darwin_memo.backends.pgdense import model_tag
+from darwin_memo.backends.sqlvectors import model_tag
 from darwin_memo.backends.sqldense import DenseRows
 store = ledger.store
 dense = store.retriever.dense
+overlap = sys.argv[3] == "overlap"
+if overlap:  # as the search does it: the model loads while the vectors are read
+    dense.embed.preload()
+t4 = time.perf_counter()
 rows = store._dense_rows = DenseRows(np, model_tag(dense.embed), dense.embed.dims)
 rows.sync(store.conn, dense, store._stored_vectors(), store._entries_of_rows)
-t4 = time.perf_counter()
-dense.embed._load()
 t5 = time.perf_counter()
-dense.query_vector(sys.argv[2])
+dense.embed._load()
 t6 = time.perf_counter()
-store.retrieve(sys.argv[2], 3)
+dense.query_vector(sys.argv[2])
 t7 = time.perf_counter()
-ledger.decide(sys.argv[2])
+store.retrieve(sys.argv[2], 3)
 t8 = time.perf_counter()
+ledger.decide(sys.argv[2])
+t9 = time.perf_counter()
 ledger.close()
+load = "model_wait" if overlap else "model_load"
 print(json.dumps({"imports": t1 - t0, "open": t2 - t1, "numpy_import": t3 - t2,
-                  "read_rows_and_vectors": t4 - t3, "model_load": t5 - t4,
-                  "embed_query": t6 - t5, "search": t7 - t6, "decide_again": t8 - t7}))
+                  "model_imports": t4 - t3, "read_rows_and_vectors": t5 - t4, load: t6 - t5,
+                  "embed_query": t7 - t6, "search": t8 - t7, "decide_again": t9 - t8}))
 """
 
 
@@ -274,18 +281,21 @@ def oneshot(
             subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
             python.append(time.perf_counter() - started)
         wall = [_cli_decide(path, q) for q in questions]
-        phases = [
-            json.loads(
-                subprocess.run(
-                    [sys.executable, "-c", _PHASES, str(path), q],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                ).stdout
-            )
-            for q in questions[:3]
-        ]
+        phases, alone = (
+            [
+                json.loads(
+                    subprocess.run(
+                        [sys.executable, "-c", _PHASES, str(path), q, mode],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                    ).stdout
+                )
+                for q in questions[:5]
+            ]
+            for mode in ("overlap", "one_after_another")
+        )
         report: dict[str, Any] = {
             "entries": size,
             "decides": len(wall),
@@ -296,6 +306,9 @@ def oneshot(
             "phases_ms_p50": {
                 name: round(statistics.median(p[name] for p in phases) * 1e3, 1)
                 for name in phases[0]
+            },
+            "phases_one_after_another_ms_p50": {
+                name: round(statistics.median(p[name] for p in alone) * 1e3, 1) for name in alone[0]
             },
             "store_mb": round(path.stat().st_size / 2**20, 1),
         }

@@ -142,6 +142,52 @@ def test_a_damaged_entry_is_rebuilt_never_trusted(
     assert _loaded_from_cache(third)
 
 
+def test_a_sealed_entry_loads_without_hashing_and_any_write_is_caught(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, reference: dict[int | None, list[list[float]]]
+) -> None:
+    SentenceEmbedder()._load()
+    entry = _entry(cache)
+    hashed: list[str] = []
+    real = graphcache._sha256
+    monkeypatch.setattr(graphcache, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    fast = SentenceEmbedder()
+    assert _embed(fast) == reference[None]
+    assert _loaded_from_cache(fast) and hashed == []  # the identity matched: no 90 MB hash
+    # A write that puts the modification time back still moves the ctime: hashed, caught.
+    weights = entry / "weights.bin"
+    info = weights.stat()
+    with open(weights, "r+b") as handle:
+        handle.seek(info.st_size // 2)
+        byte = handle.read(1)
+        handle.seek(info.st_size // 2)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    os.utime(weights, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert weights.stat().st_mtime_ns == info.st_mtime_ns and weights.stat().st_size == info.st_size
+    again = SentenceEmbedder()
+    assert _embed(again) == reference[None]
+    assert not _loaded_from_cache(again) and "weights.bin" in hashed
+    assert _sound(entry)
+
+
+def test_a_copied_cache_is_checked_by_its_hashes_and_used(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    SentenceEmbedder()._load()
+    copy = tmp_path / "restored"
+    copy.mkdir(mode=0o700)
+    shutil.copytree(_entry(cache), _entry(copy))  # other inodes and ctimes, same bytes
+    monkeypatch.setenv(graphcache.CACHE_ENV, str(copy))
+    hashed: list[str] = []
+    real = graphcache._sha256
+    monkeypatch.setattr(graphcache, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    embedder = SentenceEmbedder()
+    embedder._load()
+    assert _loaded_from_cache(embedder)
+    assert sorted(hashed) == ["model.onnx", "weights.bin"]
+
+
 def test_a_symlink_planted_at_the_entry_is_not_followed(
     cache: Path, tmp_path: Path, reference: dict[int | None, list[list[float]]]
 ) -> None:

@@ -162,6 +162,77 @@ def test_a_tampered_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
         SentenceEmbedder()("hello")
 
 
+def test_preload_loads_in_the_background_and_embeds_the_same(embedder: SentenceEmbedder) -> None:
+    texts = ["What did Melanie paint?", "journals purge policy", ""]
+    loading = SentenceEmbedder()
+    loading.preload()
+    assert loading._loader is not None and loading._loader.name == "darwin-memo-model-load"
+    loading.preload()  # a second call starts nothing
+    assert loading.batch(texts) == embedder.batch(texts)  # waits for the load, same vectors
+    loading._loader.join(5)
+    assert not loading._loader.is_alive()
+
+
+def test_a_failed_preload_is_raised_by_the_first_embedding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic, "MODEL_SHA256", "0" * 64)
+    loading = SentenceEmbedder(cache=False)
+    loading.preload()  # fails in the background, quietly
+    assert loading._loader is not None
+    loading._loader.join(30)
+    with pytest.raises(EmbeddingsUnavailable, match="not the pinned 0000000000000000"):
+        loading("hello")
+
+
+def test_a_dense_search_loads_the_model_while_it_reads_the_vectors(tmp_path: Path) -> None:
+    from darwin_memo.ledger import Ledger
+
+    path = tmp_path / "store.db"
+    with Ledger.open(path, retriever="hybrid") as ledger:
+        ledger.store.add(MemoryEntry("how do I purge old journals?", "journalctl --vacuum-size"))
+    with Ledger.open(path) as ledger:
+        embed = ledger.store.retriever.dense.embed
+        assert embed._session is None and embed._loader is None
+        found = ledger.store.retrieve("clear old systemd logs", 1)
+        assert embed._loader is not None  # started before the rows were read
+        assert [e.question for e, _ in found] == ["how do I purge old journals?"]
+
+
+_TELEMETRY_CHILD = """
+import sys
+if sys.argv[1] == "plain":
+    import onnxruntime
+else:
+    from darwin_memo.retrieval.embedding import SentenceEmbedder
+    assert len(SentenceEmbedder(cache=False)("offline means offline")) == 384
+"""
+
+
+def test_onnxruntime_telemetry_is_off_unless_the_user_chose(tmp_path: Path) -> None:
+    """onnxruntime's own builds record telemetry (a device id, the OS, the process)
+    under ~/.cache/Microsoft and upload it; embedding must leave nothing there."""
+    import os
+    import subprocess
+    import sys
+
+    def run(how: str, home: Path, **extra: str) -> bool:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            # (onnxruntime stays quiet on CI machines by itself: look like a user's)
+            if k not in {"CI", "GITHUB_ACTIONS", "GITLAB_CI", "CIRCLECI", "TF_BUILD"}
+            and k != "ORT_DISABLE_TELEMETRY"
+        }
+        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), **extra)
+        env["PYTHONPATH"] = str(ROOT / "src")
+        subprocess.run([sys.executable, "-c", _TELEMETRY_CHILD, how], check=True, env=env)
+        return (home / ".cache" / "Microsoft").exists()
+
+    recorded = run("plain", tmp_path / "plain")  # onnxruntime imported as it comes
+    assert not run("ours", tmp_path / "ours")
+    # A user's explicit choice stands (``0``: onnxruntime's default, telemetry on).
+    assert run("ours", tmp_path / "chosen", ORT_DISABLE_TELEMETRY="0") == recorded
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="threads"):
         SentenceEmbedder(threads=0)

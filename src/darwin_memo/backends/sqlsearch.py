@@ -207,12 +207,15 @@ class SqlSearch:
         from .sqlvectors import model_tag
 
         model = model_tag(dense.embed)
+        if model is None:
+            return None
         try:
             import numpy as np
         except ImportError:
             return None
-        if model is None:
-            return None
+        preload = getattr(dense.embed, "preload", None)
+        if callable(preload) and self._dense_rows is None:
+            preload()  # the model loads while the store's vectors are read
         # The entries' vectors first, then the query's (as the scan embeds them).
         q: list[float] | None = None
         rows = self._dense_rows

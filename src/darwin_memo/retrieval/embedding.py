@@ -23,12 +23,22 @@ the model's id, so vectors of another model are never mixed in).
 ``HybridRetriever`` blends that dense score with the lexical one: dense
 similarity finds paraphrases that share no word with the entry, lexical overlap
 keeps exact identifiers (paths, error codes) decisive.
+
+Offline means offline: onnxruntime's Linux and macOS builds (1.2x and later) record
+telemetry (a device id, the OS, the process name, sessions and models) in
+``~/.cache/Microsoft/DeveloperTools`` and upload it to Microsoft. Unless the user set
+``ORT_DISABLE_TELEMETRY`` themselves, it is set to ``1`` before onnxruntime is first
+imported (onnxruntime's full opt-out: nothing is written or sent; child processes
+inherit it), and ``disable_telemetry_events()`` is called for an onnxruntime that was
+imported earlier.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import os
 import threading
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from importlib import import_module, resources
@@ -61,6 +71,8 @@ BATCH = 32
 #: Weight of the dense score in ``HybridRetriever`` (1 - alpha goes to lexical).
 DEFAULT_HYBRID_ALPHA = 0.7
 INSTALL_HINT = "pip install 'darwin-memo[embeddings]'"
+#: onnxruntime's telemetry opt-out, read once when it is first imported.
+TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 #: What ``HybridRetriever.blend`` ranks: entry ids, or a store's rowids.
 K = TypeVar("K", bound=Hashable)
 
@@ -72,6 +84,17 @@ class EmbeddingsUnavailable(DarwinMemoError, ImportError):
 def embeddings_available() -> bool:
     """True when the packages ``SentenceEmbedder`` needs are importable."""
     return all(find_spec(name) is not None for name in ("onnxruntime", "tokenizers", MODEL_PACKAGE))
+
+
+def _onnxruntime() -> Any:
+    """onnxruntime, its telemetry off unless the user chose (module docstring)."""
+    chosen = TELEMETRY_ENV in os.environ
+    if not chosen:
+        os.environ[TELEMETRY_ENV] = "1"
+    ort = import_module("onnxruntime")
+    if not chosen:
+        getattr(ort, "disable_telemetry_events", lambda: None)()
+    return ort
 
 
 def _model_path() -> Path:
@@ -149,6 +172,7 @@ class SentenceEmbedder:
         self.max_tokens = max_tokens
         self.cache = cache
         self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: set[str] = set()
@@ -156,18 +180,51 @@ class SentenceEmbedder:
     def __repr__(self) -> str:
         return f"SentenceEmbedder(model={self.model_id!r})"
 
+    def preload(self) -> None:
+        """Start loading the model in a background thread, if it is not loaded or
+        loading: the first embedding then waits only for what is left of the load.
+        A one-shot search calls this before reading the store's vectors, so the two
+        overlap (most of a load runs outside the GIL). The packages are imported here,
+        in the calling thread; a load that fails in the background is tried again, and
+        its error raised, by the first embedding."""
+        if self._session is not None or self._loader is not None:
+            return
+        try:
+            modules = self._modules()
+        except EmbeddingsUnavailable:
+            return  # the first embedding says so
+        self._loader = threading.Thread(
+            target=self._build_quietly, args=modules, name="darwin-memo-model-load"
+        )
+        self._loader.start()
+
     def _load(self) -> None:
+        if self._session is None:
+            self._build(*self._modules())
+
+    @staticmethod
+    def _modules() -> tuple[Any, Any]:
+        """onnxruntime and the WordPiece tokenizer class (untyped packages of the
+        [embeddings] extra, loaded as plain modules)."""
+        try:
+            ort = _onnxruntime()
+            wordpiece = import_module("tokenizers").BertWordPieceTokenizer
+        except ImportError as exc:
+            raise EmbeddingsUnavailable(
+                f"SentenceEmbedder needs {exc.name or 'onnxruntime and tokenizers'}; "
+                f"run: {INSTALL_HINT}"
+            ) from None
+        return ort, wordpiece
+
+    def _build_quietly(self, ort: Any, wordpiece: Any) -> None:
+        with contextlib.suppress(Exception):
+            self._build(ort, wordpiece)
+
+    def _build(self, ort: Any, wordpiece: Any) -> None:
+        """The tokenizer and the session (once: a second caller waits for the first)."""
         with self._lock:
             if self._session is not None:
                 return
-            try:  # untyped packages of the [embeddings] extra, loaded as plain modules
-                ort = import_module("onnxruntime")
-                wordpiece = import_module("tokenizers").BertWordPieceTokenizer
-            except ImportError as exc:
-                raise EmbeddingsUnavailable(
-                    f"SentenceEmbedder needs {exc.name or 'onnxruntime and tokenizers'}; "
-                    f"run: {INSTALL_HINT}"
-                ) from None
             tokenizer = wordpiece(_vocab(), lowercase=True)
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -184,7 +241,7 @@ class SentenceEmbedder:
 
     def _options(self) -> Any:
         """Fresh onnxruntime ``SessionOptions`` with this embedder's thread settings."""
-        options = import_module("onnxruntime").SessionOptions()
+        options = _onnxruntime().SessionOptions()
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1

@@ -6,8 +6,8 @@ it every time. So the first process builds the session with ``ORT_ENABLE_EXTENDE
 and asks onnxruntime to save the optimized graph (``optimized_model_filepath``, its
 weights in a separate file that onnxruntime maps into memory); later processes load
 that graph with optimizations off: the session loads four to five times faster, and
-with the sha256 check of its files, which a process makes before trusting them, the
-model loads about 2.5 times faster. The vectors are bit-identical to those of
+with the checks of its files, which a process makes before trusting them, the model
+loads about 2.5 times faster. The vectors are bit-identical to those of
 the default session (``ORT_ENABLE_ALL``, as before): checked on LoCoMo turns,
 non-ASCII, empty and over-long texts with each thread setting, and by
 ``tests/retrieval/test_graph_cache.py``; onnxruntime's lower optimization levels,
@@ -18,20 +18,24 @@ Where: ``$DARWIN_MEMO_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/darwin-memo``, 
 the onnxruntime version, the machine and the optimization level, so a new model or a
 new onnxruntime never reads an old graph. It holds the graph (``model.onnx``, 54 kB),
 its float32 weights (``weights.bin``, about 90 MB: the int8 weights of the model as
-onnxruntime computes with them) and ``manifest.json`` with the sha256 of both.
+onnxruntime computes with them) and ``manifest.json`` with the sha256 of both and
+their identity when sealed (device, inode, size, mtime and ctime).
 
 The cache is untrusted input. An entry is written in a new private directory
 (``mkdtemp``: mode 0700, a fresh name) and renamed into place whole, so a reader sees
 a complete entry or none, and two processes building at once both succeed (the second
 rename fails and its copy is dropped; what a killed build left is swept by a later
 build after an hour). An entry is used only when it is a real
-directory of this user that no one else may write, and its files (opened with
-``O_NOFOLLOW`` and checked to be regular files) have the sha256 its manifest names;
-onnxruntime then opens them by name, in that directory. Otherwise a truncated,
-corrupt or replaced entry (a symlink included, never followed) is moved aside and
-built again. Any error while reading or writing the cache (a read-only home, a full
-disk) falls back to building the session as before: the cache never makes embedding
-fail.
+directory of this user that no one else may write, and its files (never followed
+through a link, checked to be regular files) are the ones sealed: each still has the
+identity the manifest records (any write moves a file's ctime, which no process can
+set back), or else its bytes have the sha256 the manifest names (hashing the 90 MB
+costs about 60 ms, so it is done only when the identity differs: a cache copied or
+restored from elsewhere). onnxruntime then opens them by name, in that directory.
+Otherwise a truncated, corrupt or replaced entry (a symlink included, never
+followed) is moved aside and built again. Any error while reading or writing the
+cache (a read-only home, a full disk) falls back to building the session as before:
+the cache never makes embedding fail.
 """
 
 from __future__ import annotations
@@ -145,6 +149,24 @@ def _sha256(path: Path) -> str:
             digest.update(view[:size])
 
 
+def _identity(path: Path) -> list[int]:
+    """What any write to the file changes: device, inode, size, mtime and ctime (in
+    nanoseconds). A link is not followed (``lstat``), and a non-file has none."""
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _unchanged(path: Path, sha256: object, identity: object) -> bool:
+    """True when the file is the one sealed: its identity is the one recorded then (no
+    write since: a write moves its ctime, which no process can set back), else its
+    bytes hash to the recorded sha256 (a copied or restored cache)."""
+    if isinstance(identity, list) and identity == _identity(path):
+        return True
+    return sha256 == _sha256(path)
+
+
 def _load(ort: Any, entry: Path, options: Callable[[], Any], providers: list[str]) -> Any:
     """The session of a sound entry, or None (no entry, or one that fails a check)."""
     if not _private_dir(entry):
@@ -154,11 +176,11 @@ def _load(ort: Any, entry: Path, options: Callable[[], Any], providers: list[str
         manifest = json.loads(handle.read(65536))
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         return None
-    expected = manifest.get("sha256")
-    if not isinstance(expected, dict):
+    expected, identities = manifest.get("sha256"), manifest.get("identity", {})
+    if not isinstance(expected, dict) or not isinstance(identities, dict):
         return None
     for name in (GRAPH, WEIGHTS):
-        if expected.get(name) != _sha256(entry / name):
+        if not _unchanged(entry / name, expected.get(name), identities.get(name)):
             return None
     settings = options()
     settings.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -204,10 +226,13 @@ def _build(
 
 
 def _seal(staging: Path) -> None:
-    """Write the manifest: the sha256 of the files onnxruntime saved in ``staging``."""
+    """Write the manifest: the sha256 and identity of the files onnxruntime saved in
+    ``staging`` (renaming the directory into place changes neither)."""
+    names = (GRAPH, WEIGHTS)
     manifest = {
         "format": FORMAT,
-        "sha256": {name: _sha256(staging / name) for name in (GRAPH, WEIGHTS)},
+        "sha256": {name: _sha256(staging / name) for name in names},
+        "identity": {name: _identity(staging / name) for name in names},
     }
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     with os.fdopen(os.open(staging / MANIFEST, flags, 0o600), "w", encoding="utf-8") as handle:
