@@ -115,7 +115,8 @@ def decide_latency(
 #: Where a one-shot decide's time goes, timed step by step in a fresh process: the
 #: steps the first dense search of a process takes (``backends/sqldense.py``), one by one.
 _PHASES = """
-import json, sys, time
+import json, os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the command sets it
 t0 = time.perf_counter()
 from darwin_memo.cli import main  # what the command imports first
 from darwin_memo.ledger import Ledger

@@ -64,3 +64,33 @@ print(json.dumps("darwin_memo.ledger" in sys.modules))
     assert json.loads(settled) == {"settled": True}
     assert json.loads(loaded) == []
     assert json.loads(ledger) is True  # the check above looked at a process that ran
+
+
+_BLAS_CHILD = """
+import os, sys
+from darwin_memo.cli import run
+sys.argv = ["darwin-memo", "--version"]
+try:
+    run()
+except SystemExit:
+    pass
+import numpy
+print(os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+def test_the_command_runs_numpy_on_one_blas_thread_unless_the_user_chose() -> None:
+    """OpenBLAS's pool spins a second core for about 0.1 s after numpy loads; a
+    command's few matrix-vector products gain nothing from it (docs/retrieval.md)."""
+    import os
+
+    def child(**extra: str) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        env.update(extra)
+        return subprocess.run(
+            [sys.executable, "-c", _BLAS_CHILD], check=True, capture_output=True, text=True,
+            env=env, timeout=60,
+        ).stdout.split()[-1]  # fmt: skip
+
+    assert child() == "1"
+    assert child(OPENBLAS_NUM_THREADS="4") == "4"

@@ -240,3 +240,8 @@ def test_bad_arguments() -> None:
         HybridRetriever(HashingEmbedder(), alpha=1.5)
     with pytest.raises(TypeError):
         SentenceEmbedder().batch([b"bytes"])  # type: ignore[list-item]
+
+
+def test_idle_onnxruntime_workers_wait_instead_of_spinning() -> None:
+    options = SentenceEmbedder()._options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"

@@ -108,6 +108,11 @@ def run() -> None:
     Output is flushed before the interpreter exits, so a reader that went away (a closed
     pipe) ends the command with exit code 1 and no traceback, as it does inside ``main``.
     """
+    # Set before anything imports numpy (a user's own setting stands): a command does at
+    # most a few matrix-vector products, which gain nothing from more threads, while
+    # OpenBLAS's pool would spin a second core for about 0.1 s after numpy loads (30 ms
+    # of a one-shot decide on 2 cores).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = main(sys.argv[1:])
     try:
         if sys.stdout is not None:  # None: started with stdout closed
