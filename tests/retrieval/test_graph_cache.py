@@ -169,6 +169,20 @@ def test_a_sealed_entry_loads_without_hashing_and_any_write_is_caught(
     assert _sound(entry)
 
 
+def test_an_entry_of_the_first_format_is_built_again_once(cache: Path) -> None:
+    SentenceEmbedder()._load()
+    entry = _entry(cache)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    (entry / "manifest.json").write_text(json.dumps({"format": 1, "sha256": manifest["sha256"]}))
+    rebuilt = SentenceEmbedder()
+    rebuilt._load()
+    assert not _loaded_from_cache(rebuilt)
+    assert json.loads((entry / "manifest.json").read_text())["format"] == graphcache.FORMAT
+    again = SentenceEmbedder()
+    again._load()
+    assert _loaded_from_cache(again)
+
+
 def test_a_copied_cache_is_checked_by_its_hashes_and_used(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,8 +61,9 @@ CACHE_ENV = "DARWIN_MEMO_CACHE_DIR"
 GRAPH = "model.onnx"
 WEIGHTS = "weights.bin"
 MANIFEST = "manifest.json"
-#: Bumped when the layout of an entry changes.
-FORMAT = 1
+#: Bumped when the layout of an entry changes (2: the manifest records the files' identity;
+#: an entry of format 1 is built again once, rather than hashed on every load).
+FORMAT = 2
 #: A staging directory older than this was left by a build that was killed.
 STALE_SECONDS = 3600
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
