@@ -215,6 +215,46 @@ def test_a_failed_operation_writes_nothing(opener: Callable[[], Ledger], locatio
     assert written.id in other.store
 
 
+@_durable(["sqlite", "postgres"])
+def test_a_population_write_outside_an_operation_is_a_transaction_others_see(
+    opener: Callable[[], Ledger], location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library caller's ``ledger.store.credit`` (or ``add``) outside an operation: one
+    transaction with a version of its own. Before, each statement committed alone under
+    the store's old version, so another handle holding the entry wrote its old balance
+    back over the credit at its next operation."""
+    ours, theirs = opener(), opener()
+    entry = ours.add(CACHE_Q, CACHE_A)
+    ticket = theirs.decide(CACHE_Q)  # theirs holds the entry, balance 1.0
+    ours.store.credit(entry.id, 2.0, 0)
+    assert theirs.settle(ticket.id, 0.5)
+    kept = opener().store.get(entry.id)
+    assert kept is not None and kept.energy > 3.0  # the credit survived the settle
+    held = theirs.store.get(entry.id)
+    assert held is not None and held.energy == kept.energy
+
+    # All or nothing: an add that fails after its row is written leaves no trace.
+    from darwin_memo.backends import sqlstore
+    from darwin_memo.records.entry import MemoryEntry
+
+    real = sqlstore.write_entry
+
+    def write_then_fail(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(sqlstore, "write_entry", write_then_fail)
+    doomed = MemoryEntry(LOGS_Q, LOGS_A)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        ours.store.add(doomed)
+    monkeypatch.setattr(sqlstore, "write_entry", real)
+    assert ours.store.get(doomed.id) is None
+    assert opener().store.get(doomed.id) is None and len(opener().store) == 1
+    assert ours.store.add(doomed).id == doomed.id  # and it writes again
+    theirs.refresh()
+    assert theirs.store.get(doomed.id) is not None
+
+
 @_durable(DURABLE)
 def test_a_backend_transaction_yields_what_it_saw_and_rolls_back(
     opener: Callable[[], Ledger], location: str

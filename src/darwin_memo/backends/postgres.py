@@ -709,6 +709,9 @@ class PostgresBackend(SqliteBackend):
         finally:
             self.pg.doing = "read the store"
 
+    def _inside(self) -> bool:
+        return self.pg.in_transaction()
+
     @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
         self._begin("write the store", write=True)

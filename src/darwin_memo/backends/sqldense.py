@@ -186,11 +186,9 @@ class DenseRows:
     def sync(self, conn: Any, dense: EmbeddingRetriever, kept: StoredVectors, fetch: Fetch) -> None:
         """Bring the rows up to date with the store (module docstring).
 
-        Rows are written with the version of the ledger operation that writes them;
-        a row written outside one (a library caller's ``store.add``) keeps an older
-        version. This handle reads its own such rows again (``written``); another
-        handle's change the living count, and when the rows held do not match it,
-        they are read again whole."""
+        Every write has a version of its own (an operation's, or ``own_write``'s for a
+        library caller's ``store.add``). A store whose living counter disagrees with
+        the rows held is read again whole."""
         version_value, living = conn.execute(
             "SELECT (SELECT value FROM meta WHERE key = 'version'), "
             "(SELECT value FROM counters WHERE name = 'alive')"
@@ -206,12 +204,6 @@ class DenseRows:
             # (a counter that disagrees with the rows themselves is not read again)
             self.offset = count - len(self.slot_of) if count is not None else 0
         self.seen = version
-
-    def written(self, rowid: int) -> None:
-        """A row this handle wrote: read again at the next search. A write outside a
-        ledger operation (a library caller's ``store.add`` or ``bury``) keeps the
-        store's version, so ``entries.version`` alone would not show it."""
-        self.provisional.add(rowid)
 
     def _clear(self) -> None:
         """Hold no row (the matrices are kept, to be filled again)."""

@@ -596,6 +596,38 @@ class SqliteBackend:
         self.recorded_retriever = name
 
     @contextlib.contextmanager
+    def own_write(self, store: SqlStore) -> Iterator[None]:
+        """A population write made outside a ledger operation (a library caller's
+        ``ledger.store.add(entry)`` or ``credit``): one transaction of its own with a
+        version of its own, as an operation's, so it is all or nothing and every other
+        handle of the store reads the rows again (``_read_changes``); before, each
+        statement committed alone and kept the store's version, and a handle holding
+        the entry wrote its old balance back over it. Inside a transaction (an
+        operation's, a copy's) it is part of that one."""
+        if self._inside():
+            yield
+            return
+        with self._immediate():
+            before = self._current_version()
+            self.txn_version = before + 1
+            store.reset_sums()
+            try:
+                yield
+                store.save_sums()
+            except BaseException:
+                store.forget_cached()  # what it changed in memory is rolled back too
+                raise
+            finally:
+                store.reset_sums()
+            self.conn.execute(SET_META, ("version", _dumps(self.txn_version)))
+        if before == self._seen:  # (else another writer came first: the next read sees it)
+            self._seen = self.txn_version
+
+    def _inside(self) -> bool:
+        """Whether a transaction is open on this handle's connection."""
+        return bool(self.conn.in_transaction)
+
+    @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
         try:
             self.conn.execute("BEGIN IMMEDIATE")

@@ -180,7 +180,7 @@ class SqlStore(HeldEntries, SqlSearch):
 
     def _write(self, entry: MemoryEntry, alive: bool) -> None:
         self._member_rows.pop(entry.id, None)  # a row read before this write is stale
-        rowid = write_entry(
+        write_entry(
             self.conn,
             self.dialect,
             entry,
@@ -193,8 +193,6 @@ class SqlStore(HeldEntries, SqlSearch):
             sums=self._changing_sums(),
         )
         self._sums_written()
-        if self._dense_rows is not None:
-            self._dense_rows.written(rowid)
 
     @contextlib.contextmanager
     def deferred_lists(self) -> Iterator[None]:
@@ -270,12 +268,13 @@ class SqlStore(HeldEntries, SqlSearch):
         return None  # the SQL index is kept by write_entry
 
     def add(self, entry: MemoryEntry) -> MemoryEntry:
-        if self.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry.id,)).fetchone():
-            raise ValueError(
-                f"an entry with id {entry.id} is already in this store; ids must be unique"
-            )
-        self._hold_new(entry)
-        self._write(entry, True)
+        with self.backend.own_write(self):
+            if self.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry.id,)).fetchone():
+                raise ValueError(
+                    f"an entry with id {entry.id} is already in this store; ids must be unique"
+                )
+            self._hold_new(entry)
+            self._write(entry, True)
         return entry
 
     def get(self, entry_id: str) -> MemoryEntry | None:
@@ -548,32 +547,35 @@ class SqlStore(HeldEntries, SqlSearch):
     # -- economics --------------------------------------------------------------------
 
     def credit(self, entry_id: str, amount: float, cycle: int) -> None:
-        entry = self.get(entry_id)
-        if entry is None:
-            return
-        self._credit_held(entry, amount, cycle)
-        self._write(entry, True)
+        with self.backend.own_write(self):
+            entry = self.get(entry_id)
+            if entry is None:
+                return
+            self._credit_held(entry, amount, cycle)
+            self._write(entry, True)
 
     def set_energy(self, entry_id: str, energy: float, reason: str = "adjust") -> None:
-        entry = self.get(entry_id)
-        if entry is None:
-            raise KeyError(entry_id)
-        self._set_held_energy(entry, energy, reason)
-        self._write(entry, True)
+        with self.backend.own_write(self):
+            entry = self.get(entry_id)
+            if entry is None:
+                raise KeyError(entry_id)
+            self._set_held_energy(entry, energy, reason)
+            self._write(entry, True)
 
     def bury(self, entry_id: str, reason: str = "burial") -> None:
-        entry = self.get(entry_id)
-        if entry is None:
-            return
-        self._bury_held(entry_id, reason)
-        if self._merging is not None:
-            self._merging.append(entry)
-        else:
-            self._write(entry, False)
+        with self.backend.own_write(self):
+            entry = self.get(entry_id)
+            if entry is None:
+                return
+            self._bury_held(entry_id, reason)
+            if self._merging is not None:
+                self._merging.append(entry)
+            else:
+                self._write(entry, False)
 
     def merge_into(self, heir: MemoryEntry, member_ids: Iterable[str]) -> float:
-        members = [i for i in member_ids if self.get(i) is not None]
-        with self.deferred_lists():
+        with self.backend.own_write(self), self.deferred_lists():
+            members = [i for i in member_ids if self.get(i) is not None]
             clipped = self._merge_held(heir, members)
             self._write(heir, True)
         return clipped
@@ -602,7 +604,8 @@ class SqlStore(HeldEntries, SqlSearch):
         order.
         """
         clipped: list[float] = []
-        with bulk_writing(self.conn), self.deferred_lists():  # each list rewritten once
+        # (outside an operation, one transaction: ``own_write``)
+        with self.backend.own_write(self), bulk_writing(self.conn), self.deferred_lists():
             if isinstance(self.conn, sqlite3.Connection):  # and each df changed once,
                 self._df_deferred = DfChanges()
                 self._rows_deferred = _RowWrites()  # and the burials in rowid order
