@@ -65,9 +65,10 @@ print(time.perf_counter() - started)
 def identity(texts: list[str], threads: int | None) -> dict[str, Any]:
     """The cached session's vectors against the uncached one's, for ``threads``."""
     import numpy as np
-    import onnxruntime
 
     reference = SentenceEmbedder(threads=threads, cache=False).batch(texts)
+    import onnxruntime  # (after darwin-memo's first import of it, telemetry off)
+
     SentenceEmbedder(threads=threads)._load()  # builds the cache
     loaded = SentenceEmbedder(threads=threads)
     found = loaded.batch(texts)

@@ -233,6 +233,16 @@ def test_a_population_write_outside_an_operation_is_a_transaction_others_see(
     held = theirs.store.get(entry.id)
     assert held is not None and held.energy == kept.energy
 
+    # And it starts from the rows as other writers left them, ticks included.
+    ticket = theirs.decide(CACHE_Q)
+    assert theirs.settle(ticket.id, 0.5)
+    theirs.tick()
+    settled = opener().store.get(entry.id)
+    assert settled is not None
+    ours.store.credit(entry.id, 1.0, 0)  # ours still holds the entry as it credited it
+    now = opener().store.get(entry.id)
+    assert now is not None and now.energy == pytest.approx(settled.energy + 1.0)
+
     # All or nothing: an add that fails after its row is written leaves no trace.
     from darwin_memo.backends import sqlstore
     from darwin_memo.records.entry import MemoryEntry

@@ -600,15 +600,18 @@ class SqliteBackend:
         """A population write made outside a ledger operation (a library caller's
         ``ledger.store.add(entry)`` or ``credit``): one transaction of its own with a
         version of its own, as an operation's, so it is all or nothing and every other
-        handle of the store reads the rows again (``_read_changes``); before, each
-        statement committed alone and kept the store's version, and a handle holding
-        the entry wrote its old balance back over it. Inside a transaction (an
-        operation's, a copy's) it is part of that one."""
+        handle of the store reads the rows again (``_read_changes``), and it starts from
+        the rows as other writers left them (``_catch_up``); before, each statement
+        committed alone and kept the store's version, and a handle holding the entry
+        wrote its old balance back over it. Inside a transaction (an operation's, a
+        copy's) it is part of that one."""
         if self._inside():
             yield
             return
         with self._immediate():
             before = self._current_version()
+            if before != self._seen and self._seen >= 0:
+                self._catch_up(store)
             self.txn_version = before + 1
             store.reset_sums()
             try:
@@ -622,6 +625,19 @@ class SqliteBackend:
             self.conn.execute(SET_META, ("version", _dumps(self.txn_version)))
         if before == self._seen:  # (else another writer came first: the next read sees it)
             self._seen = self.txn_version
+
+    def _catch_up(self, store: SqlStore) -> None:
+        """Forget what ``store`` holds of the rows other writers changed since this
+        handle last looked (everything, with the tick, when they ticked), so a write
+        outside an operation starts from the rows as they are. ``_seen`` stays: the
+        ledger's next refresh hands over the rest (tickets, flags)."""
+        tick_count = int(self._meta().get("tick_count", 0))
+        if store.tick != tick_count:
+            store.forget_cached()
+            store.tick = tick_count
+            return
+        changed = self.conn.execute("SELECT id FROM entries WHERE version > ?", (self._seen,))
+        store.forget_cached([entry_id for (entry_id,) in changed])
 
     def _inside(self) -> bool:
         """Whether a transaction is open on this handle's connection."""
