@@ -599,12 +599,10 @@ class SqliteBackend:
     def own_write(self, store: SqlStore) -> Iterator[None]:
         """A population write made outside a ledger operation (a library caller's
         ``ledger.store.add(entry)`` or ``credit``): one transaction of its own with a
-        version of its own, as an operation's, so it is all or nothing and every other
+        version of its own, as an operation's, so it is all or nothing, every other
         handle of the store reads the rows again (``_read_changes``), and it starts from
-        the rows as other writers left them (``_catch_up``); before, each statement
-        committed alone and kept the store's version, and a handle holding the entry
-        wrote its old balance back over it. Inside a transaction (an operation's, a
-        copy's) it is part of that one."""
+        the rows as other writers left them (``_catch_up``). Inside a transaction (an
+        operation's, a copy's) it is part of that one."""
         if self._inside():
             yield
             return

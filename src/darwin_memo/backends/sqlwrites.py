@@ -110,8 +110,8 @@ def write_entry(
     version: int,
     deferred: ListChanges | None = None,
     sums: EnergySums | None = None,
-) -> int:
-    """Insert or update one row, keeping the index and the counters in step; its rowid.
+) -> None:
+    """Insert or update one row, keeping the index and the counters in step.
 
     ``dialect``: how ``conn``'s database hands back a new row's rowid. With
     ``deferred``, the packs and blocks are left to ``postings.apply_list_changes``; with
@@ -168,7 +168,6 @@ def write_entry(
             sums.add(entry.kind.value, entry.energy, tick)
     for member in entry.lineage:
         conn.execute(SET_HEIR, (member, entry.id))
-    return rowid
 
 
 def write_entries_bulk(
